@@ -1,0 +1,50 @@
+# LiteNet — `make help` lists the targets. Every target installs what it needs into $(VENV).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PRESET ?= litenet-base
+EPOCHS ?=
+BACKEND ?= auto
+DATA ?=
+OUT ?= models/$(PRESET)
+# A GPU's CuPy extra (cuda11, cuda12, cuda13), guessed from nvidia-smi where there is one.
+CUDA_EXTRA ?= $(shell bash scripts/cuda-extra.sh 2>/dev/null)
+
+data_flag = $(if $(DATA),--data $(DATA),)
+epochs_flag = $(if $(EPOCHS),--epochs $(EPOCHS),)
+
+.PHONY: help
+help:  ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@echo "  variables: PRESET=$(PRESET) EPOCHS=<preset's> BACKEND=$(BACKEND) DATA=<search order> OUT=$(OUT)"
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# One stamp per set of extras, redone when pyproject.toml changes.
+$(VENV)/.installed-%: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e ".[$(subst +,$(comma),$*)]"
+	@touch $@
+comma := ,
+
+.PHONY: install
+install: $(VENV)/.installed-dev  ## create .venv and install LiteNet with everything the tests need
+
+.PHONY: test
+test: $(VENV)/.installed-dev  ## run the CPU test suite (GPU tests skip without a GPU)
+	$(PY) -m pytest -q
+
+.PHONY: data
+data: $(VENV)/.installed-train  ## locate (or download) CIFAR-10 and convert it to memory maps
+	$(VENV)/bin/litenet data $(data_flag)
+
+.PHONY: train
+train: $(VENV)/.installed-train$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),) data  ## train PRESET into models/PRESET (BACKEND=auto|numpy|cuda)
+	$(VENV)/bin/litenet train --preset $(PRESET) $(epochs_flag) --backend $(BACKEND) --out $(OUT) $(data_flag)
+
+.PHONY: gradcheck
+gradcheck: $(VENV)/.installed-train  ## finite-difference check of every gradient, for every preset
+	@for p in $$($(PY) -c "from litenet.model import preset_names; print(*preset_names())"); do \
+	  $(VENV)/bin/litenet gradcheck --preset $$p || exit 1; done
