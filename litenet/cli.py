@@ -14,6 +14,7 @@ COMMANDS = {
     "data": ("litenet.data.cli", "convert CIFAR-10 into memory maps (locates or downloads it first)"),
     "train": ("litenet.train.cli", "train a preset with the NumPy or CUDA backend"),
     "gradcheck": ("litenet.train.gradcheck", "check every hand-written gradient against finite differences"),
+    "export": ("litenet.export.cli", "write ONNX fp32, and with --int8 a QDQ int8 ONNX, its scales and the int8 plan"),
 }
 
 

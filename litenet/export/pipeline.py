@@ -1,0 +1,182 @@
+"""`export_model`: a weights folder → fp32 ONNX, int8 calibration, QDQ ONNX, int8 plan and (where possible)
+a TensorRT engine, all checked, then written next to the weights at once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from litenet.atomic import atomic_path
+from litenet.errors import LiteNetError
+from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, scales as sc, tensorrt
+from litenet.export.calibrate import DEFAULT_PERCENTILE, METHODS, calibration_images
+from litenet.export.onnx_fp32 import INPUT_DOC, build_fp32
+from litenet.runtime import int8_plan as plan_runtime
+from litenet.weights import load_model
+
+FP32_FILE = "model.onnx"
+INT8_FILE = "model.int8.onnx"
+SCALES_FILE = "model.int8.scales.json"
+PLAN_FILE = plan_runtime.PLAN_FILE
+ONNX_FORMAT = "litenet-onnx/1"
+DEFAULT_METHOD = "percentile"
+DEFAULT_CALIB = 4096
+COMPARE_IMAGES = 1000  # images for the fp32 ONNX ≡ NumPy check (the float64 twin makes it slow-ish)
+
+
+@dataclass
+class Artifact:
+    """One file to write: its bytes and, for models, the test accuracy measured on it."""
+
+    name: str
+    data: bytes
+    accuracy: float | None = None
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What to export and how to calibrate (the CLI's flags)."""
+
+    int8: bool = False
+    calib: int = DEFAULT_CALIB  # training images for the histograms
+    method: str = DEFAULT_METHOD
+    percentile: float = DEFAULT_PERCENTILE
+    scales_file: str | Path | None = None  # reuse an earlier calibration instead of running one
+    seed: int = 0  # which training images the calibration draws
+    engine: bool = True  # build a TensorRT engine where TensorRT and a GPU are usable
+
+
+@dataclass
+class ExportReport:
+    out: Path
+    artifacts: list[Artifact]
+    fp32_check: dict
+    plan_check: dict | None = None
+    kernels: dict | None = None
+    scales: sc.Scales | None = None
+    engine_note: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def validate(options: ExportOptions) -> None:
+    """Refuse bad flags before any slow work."""
+    if options.method not in METHODS:
+        raise LiteNetError(f"unknown calibration method {options.method!r}; choose one of {', '.join(METHODS)}")
+    if options.calib < 1:
+        raise LiteNetError(f"--calib must be at least 1 image, got {options.calib}")
+    if not 0 < options.percentile <= 100:
+        raise LiteNetError(f"--percentile must be in (0, 100], got {options.percentile}")
+
+
+def check_writable(folder: Path) -> None:
+    """Fail early, before minutes of work, when nothing can be written into `folder`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".litenet-export-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise LiteNetError(f"cannot write to {folder} ({exc.strerror or exc}); "
+                           "choose a writable folder with --out") from None
+
+
+def write_all(folder: Path, artifacts: list[Artifact]) -> None:
+    """Write every file to a temporary beside its target, then rename them all: a failure leaves none."""
+    try:
+        with contextlib.ExitStack() as stack:
+            for artifact in artifacts:
+                stack.enter_context(atomic_path(folder / artifact.name)).write_bytes(artifact.data)
+    except OSError as exc:
+        raise LiteNetError(f"writing into {folder} failed ({exc.strerror or exc}); "
+                           "nothing was replaced; free space or choose another --out") from None
+
+
+def model_metadata(doc: dict, classes: list[str]) -> dict[str, object]:
+    """metadata_props shared by both ONNX models."""
+    return {"litenet_format": ONNX_FORMAT, "preset": str(doc.get("preset", "unknown")),
+            "class_names": list(classes), "input": INPUT_DOC, "opset": onnx_graph.OPSET}
+
+
+def export_model(weights: str | Path, out: str | Path | None = None, options: ExportOptions = ExportOptions(),
+                 data: str | None = None, maps: str | None = None, log=print) -> ExportReport:
+    """Export the model in `weights`; every check runs before anything is written."""
+    validate(options)
+    params, model, _, doc = load_model(weights)
+    folder = Path(out) if out is not None else Path(weights)
+    check_writable(folder)
+    from litenet.data import open_cifar10  # after the cheap checks: opening may convert the data set
+
+    ds = open_cifar10(data=data, maps=maps, progress=False)
+    test_images, test_labels = np.asarray(ds.test.images), np.asarray(ds.test.labels)
+    meta = model_metadata(doc, list(ds.classes))
+
+    log("fp32 ONNX: building and checking")
+    fp32 = build_fp32(params, model, meta)
+    onnx_graph.check(fp32)
+    z32 = evaluate.logits(evaluate.session(fp32), test_images)
+    fp32_check = checks.fp32_agreement(z32[:COMPARE_IMAGES], params, model, test_images[:COMPARE_IMAGES])
+    if fp32_check["max_abs_diff"] > fp32_check["tolerance"]:
+        raise RuntimeError(f"fp32 ONNX disagrees with the NumPy forward: {fp32_check}")  # a bug, not a user error
+    acc32 = evaluate.accuracy(z32, test_labels)
+    onnx_graph.set_metadata(fp32, {"test_accuracy": round(acc32, 6)})
+    artifacts = [Artifact(FP32_FILE, fp32.SerializeToString(), acc32)]
+    report = ExportReport(folder, artifacts, fp32_check)
+    if options.int8:
+        export_int8(report, options, params, model, str(doc.get("preset", "unknown")), ds, meta, acc32, log)
+    write_all(folder, artifacts)
+    return report
+
+
+def export_int8(report: ExportReport, options: ExportOptions, params, model, preset: str, ds, meta: dict,
+                acc32: float, log) -> None:
+    """Calibrate (or reuse a scales file), build the QDQ model and the plan, check them, maybe build an engine."""
+    test_images, test_labels = np.asarray(ds.test.images), np.asarray(ds.test.labels)
+    if options.scales_file is not None:
+        path = Path(options.scales_file)
+        if not path.is_file():
+            raise LiteNetError(f"{path}: no such scales file; drop --scales to calibrate afresh")
+        scales = sc.from_json(path.read_text(encoding="utf-8"), model, str(path))
+        log(f"int8: reusing the {scales.method} scales in {path}")
+    else:
+        images = calibration_images(ds.train.images, options.calib, options.seed)
+        log(f"int8: calibrating ({options.method}) on {len(images)} training images (seed {options.seed})")
+        scales = sc.calibrate(params, model, images, options.method, options.percentile,
+                              source={"split": "train", "seed": options.seed, "sampling": "uniform without replacement"})
+    qmodel = qdq.build_qdq(params, model, scales, meta)
+    onnx_graph.check(qmodel)
+    z8 = evaluate.logits(evaluate.session(qmodel), test_images)
+    acc8 = evaluate.accuracy(z8, test_labels)
+    onnx_graph.set_metadata(qmodel, {"test_accuracy": round(acc8, 6), "fp32_test_accuracy": round(acc32, 6)})
+    report.kernels = evaluate.kernel_report(qmodel)
+    if report.kernels["float_matmuls_after_dq"]:
+        report.notes.append("ONNX Runtime left MatMuls in float: " + ", ".join(report.kernels["float_matmuls_after_dq"]))
+
+    tensors = int8_plan.plan_tensors(params, model, scales)
+    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), test_accuracy=round(acc8, 6))
+    from safetensors.numpy import save
+
+    plan_bytes = save(tensors, metadata=plan_meta)
+    with tempfile.TemporaryDirectory() as scratch:  # the executor reads files, so check the bytes we will write
+        (Path(scratch) / PLAN_FILE).write_bytes(plan_bytes)
+        z_plan = plan_runtime.run_plan(plan_runtime.load_plan(Path(scratch) / PLAN_FILE), test_images)
+    report.plan_check = checks.plan_agreement(z_plan, z8)
+    report.scales = scales
+    qbytes = qmodel.SerializeToString()
+    report.artifacts += [Artifact(INT8_FILE, qbytes, acc8),
+                         Artifact(SCALES_FILE, sc.to_json(scales, model, preset).encode()),
+                         Artifact(PLAN_FILE, plan_bytes, evaluate.accuracy(z_plan, test_labels))]
+    reason = tensorrt.unavailable_reason() if options.engine else "--no-engine was given"
+    if reason is None:
+        log("TensorRT: building the int8 engine")
+        engine_bytes, info = tensorrt.build_and_describe(qbytes)
+        report.artifacts += [Artifact(tensorrt.ENGINE_FILE, engine_bytes),
+                             Artifact(tensorrt.ENGINE_INFO_FILE, (json.dumps(info, indent=2) + "\n").encode())]
+        report.engine_note = f"TensorRT engine: built with TensorRT {info['tensorrt_version']} for {info['gpu_name']}"
+    else:
+        report.engine_note = tensorrt.skip_message(reason)

@@ -1,0 +1,100 @@
+"""The QDQ model runs on ONNX Runtime's int8 kernels, and the NumPy plan executor reproduces it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import export_fixtures as fx
+from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq
+from litenet.export import scales as sc
+from litenet.runtime import int8_plan as plan_rt
+
+
+@pytest.fixture(scope="module", params=sorted(fx.SHAPES))
+def built(request, tmp_path_factory):
+    model = fx.SHAPES[request.param]
+    params = fx.tiny_params(model, seed=5)
+    scales = sc.calibrate(params, model, fx.images(128, seed=6), "percentile")
+    proto = qdq.build_qdq(params, model, scales, {"preset": request.param})
+    path = tmp_path_factory.mktemp("plan") / plan_rt.PLAN_FILE
+    int8_plan.write_plan(path, int8_plan.plan_tensors(params, model, scales),
+                         int8_plan.plan_metadata(model, scales, request.param, list(fx.CLASSES)))
+    return model, params, scales, proto, plan_rt.load_plan(path)
+
+
+def test_qdq_model_is_valid_and_only_uses_opset_13(built):
+    _, _, _, proto, _ = built
+    onnx_graph.check(proto)
+    ops = {n.op_type for n in proto.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "MatMul", "Sum"} <= ops
+    assert not ops & {"LayerNormalization", "Gelu", "MatMulInteger", "QLinearMatMul"}
+
+
+def test_activation_quantizers_are_symmetric_int8(built):
+    _, _, _, proto, _ = built
+    inits = {t.name: t for t in proto.graph.initializer}
+    for node in proto.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            zero_point = inits[node.input[2]]
+            assert zero_point.data_type == 3  # INT8: TensorRT takes nothing else
+            assert not np.any(np.frombuffer(zero_point.raw_data, np.int8))
+
+
+def test_onnx_runtime_runs_every_matmul_as_int8(built):
+    model, _, _, proto, _ = built
+    report = evaluate.kernel_report(proto)
+    assert report["float_matmuls_after_dq"] == []
+    assert report["ops"].get("MatMulIntegerToFloat", 0) == 2 + 2 * model.blocks
+    assert "DequantizeLinear" not in report["ops"]  # no weight is dequantized per call
+
+
+def test_plan_executor_matches_onnx_runtime(built):
+    _, _, _, proto, plan = built
+    x = fx.images(300, seed=8)
+    z_onnx = evaluate.logits(evaluate.session(proto), x)
+    result = checks.plan_agreement(plan_rt.run_plan(plan, x), z_onnx)
+    assert result["argmax_agreement"] >= 0.99, result
+    assert result["images_with_rounding_flips"] <= 3, result  # an activation a float-ulp from a .5 tie
+
+
+def test_plan_holds_out_in_int8_weights_and_per_channel_scales(built):
+    model, params, scales, _, plan = built
+    w = plan.tensors["embed.weight"]
+    assert w.dtype == np.int8 and w.shape == (model.width, model.embed_inputs)
+    assert np.abs(w).max() == plan_rt.WEIGHT_MAX  # every column reaches the edge of its own scale
+    assert plan.tensors["embed.weight_scale"].shape == (model.width,)
+    assert plan.tensors["head.input_scale"][0] == np.float32(scales.activation["head.input"])
+    assert plan.metadata["format"] == plan_rt.PLAN_FORMAT
+
+
+def test_weights_are_dequantizable_to_within_half_a_step():
+    w = np.random.default_rng(0).standard_normal((40, 7)).astype(np.float32)
+    w[:, 3] = 0  # a dead column must not divide by zero
+    q, s = qdq.quantize_weight(w)
+    assert q.dtype == np.int8 and np.abs(q).max() <= plan_rt.WEIGHT_MAX
+    assert np.all(np.abs(q * s - w) <= s / 2 + 1e-7)
+    assert s[3] == 1.0
+
+
+def test_quantize_rounds_half_to_even_and_saturates():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 126.6, 127.5, 300.0, -128.4, -129.0, -1e9], np.float32)
+    np.testing.assert_array_equal(plan_rt.quantize(x, 1.0), [0, 2, 2, 0, -2, 127, 127, 127, -128, -128, -128])
+
+
+def test_int_matmul_is_exact_at_the_int32_extremes():
+    x = np.full((2, 3072), -128, np.int8)
+    w = np.full((5, 3072), 64, np.int8)
+    assert np.all(plan_rt.int_matmul(x, w) == -128 * 64 * 3072)
+
+
+def test_loading_a_foreign_file_is_refused(tmp_path):
+    from safetensors.numpy import save_file
+
+    from litenet.errors import LiteNetError
+
+    save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "other.safetensors"), metadata={"format": "nope"})
+    with pytest.raises(LiteNetError, match="not a LiteNet int8 plan"):
+        plan_rt.load_plan(tmp_path / "other.safetensors")
+    with pytest.raises(LiteNetError, match="no int8 plan"):
+        plan_rt.load_plan(tmp_path / "missing.safetensors")
