@@ -202,3 +202,79 @@ def sgd_momentum_update(params: np.ndarray, velocity: np.ndarray, grads: np.ndar
     velocity += grads
     velocity += velocity.dtype.type(weight_decay) * params
     params -= params.dtype.type(lr) * velocity
+
+
+# ---------------------------------------------------------------------------------------------
+# Twins of fused CUDA kernels: what kernels/*.cu compute in one launch where the reference takes
+# several functions, composed from the functions above and nothing else.
+
+
+def linear_gelu_forward(x: np.ndarray, W: np.ndarray, b: np.ndarray):
+    """u = x W + b;  a = GELU(u)  (kernels/linear.cu: GELU in the product's epilogue). Returns (u, a)."""
+    u = linear_forward(x, W, b)
+    return u, gelu_forward(u)
+
+
+def residual_join(ds: np.ndarray, dx_main: np.ndarray):
+    """∂x = ∂s + ∂x_main where the identity and main paths meet at a block's input, and the sums
+    the path monitor keeps: (‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩)  (kernels/residual_layernorm.cu)."""
+    sums = (float(np.vdot(ds, ds)), float(np.vdot(dx_main, dx_main)), float(np.vdot(ds, dx_main)))
+    return ds + dx_main, sums
+
+
+def sgd_clip_update(params, velocity, grads, lr, momentum, weight_decay, threshold, clip_norm):
+    """grad_norm_clip then sgd_momentum_update, in place (kernels/sgd.cu). Returns (‖g‖, clipped?)."""
+    norm, clipped = grad_norm_clip(grads, threshold, clip_norm)
+    sgd_momentum_update(params, velocity, grads, lr, momentum, weight_decay)
+    return norm, clipped
+
+
+def fused_rows(p: dict, h0: np.ndarray, labels: np.ndarray, blocks: int, loss: str = "margin",
+               margin: float = 0.3, eps: float = 1e-5) -> dict:
+    """Everything per image from h0 to ∂h0 (kernels/fused_rows.cu): the blocks, the head, the loss
+    and the backward. `p` maps parameter names to arrays. Returns what the kernel writes, named as
+    its buffers: X (blocks+1, B, d), U (∂u, which overwrites u), A, NRM, RSTD, DY, DS, Z (∂z,
+    which overwrites z), DH0, and the batch loss and path sums it adds to the statistics."""
+    x, X, U, A, caches = h0, [h0], [], [], []
+    for i in range(blocks):
+        u, a = linear_gelu_forward(x, p[f"blocks.{i}.fc1.weight"], p[f"blocks.{i}.fc1.bias"])
+        v = linear_forward(a, p[f"blocks.{i}.fc2.weight"], p[f"blocks.{i}.fc2.bias"])
+        x, cache = residual_layernorm_forward(x, v, p[f"blocks.{i}.ln.gamma"], p[f"blocks.{i}.ln.beta"], eps)
+        X.append(x), U.append(u), A.append(a), caches.append(cache)
+    z = linear_forward(x, p["head.weight"], p["head.bias"])
+    if loss == "margin":
+        value, _ = margin_loss_forward(z, labels, margin)
+        dz = margin_loss_backward(z, labels, margin)
+    else:
+        value, _ = cross_entropy_forward(z, labels)
+        dz = cross_entropy_backward(z, labels)
+    dy = linear_backward(dz, x, p["head.weight"])[0]
+    DY, DS, DU, path = [None] * blocks, [None] * blocks, [None] * blocks, [None] * blocks
+    for i in reversed(range(blocks)):
+        DY[i] = dy
+        DS[i] = residual_layernorm_backward(dy, caches[i], p[f"blocks.{i}.ln.gamma"])[0]
+        da = linear_backward(DS[i], A[i], p[f"blocks.{i}.fc2.weight"])[0]
+        DU[i] = gelu_backward(da, U[i])
+        dx_main = linear_backward(DU[i], X[i], p[f"blocks.{i}.fc1.weight"])[0]
+        dy, path[i] = residual_join(DS[i], dx_main)
+    stack = lambda arrays: np.stack(arrays) if arrays else np.zeros((0,) + h0.shape, h0.dtype)  # noqa: E731
+    return {"X": np.stack(X), "U": stack(DU), "A": stack(A), "NRM": stack([c[0] for c in caches]),
+            "RSTD": stack([c[1][:, 0] for c in caches]), "DY": stack(DY), "DS": stack(DS), "Z": dz,
+            "DH0": dy, "loss": float(value), "path": np.array(path, dtype=np.float64).reshape(blocks, 3)}
+
+
+def fused_weight_grads(rows: dict, images: np.ndarray, p: dict, blocks: int, embed: str,
+                       input_shift: float = 0.0) -> dict:
+    """Every parameter's gradient from what fused_rows saved (kernels/fused_weight_grads.cu);
+    `rows` holds X, A, U (= ∂u), DS, DY, NRM, RSTD, Z (= ∂z), DH0; `images` are the batch's (flipped)
+    images. Returns parameter name → gradient."""
+    g = {"embed.weight": embed_backward(rows["DH0"], images, p["embed.weight"], embed, input_shift)[0]}
+    for i in range(blocks):
+        _, g[f"blocks.{i}.fc1.weight"], g[f"blocks.{i}.fc1.bias"] = linear_backward(
+            rows["U"][i], rows["X"][i], p[f"blocks.{i}.fc1.weight"], want_dx=False)
+        _, g[f"blocks.{i}.fc2.weight"], g[f"blocks.{i}.fc2.bias"] = linear_backward(
+            rows["DS"][i], rows["A"][i], p[f"blocks.{i}.fc2.weight"], want_dx=False)
+        _, g[f"blocks.{i}.ln.gamma"], g[f"blocks.{i}.ln.beta"] = residual_layernorm_backward(
+            rows["DY"][i], (rows["NRM"][i], rows["RSTD"][i][:, None]), p[f"blocks.{i}.ln.gamma"])
+    _, g["head.weight"], g["head.bias"] = linear_backward(rows["Z"], rows["X"][blocks], p["head.weight"], want_dx=False)
+    return g

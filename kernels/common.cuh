@@ -1,0 +1,132 @@
+// common.cuh — device helpers shared by every LiteNet kernel: reductions, GELU's math, the
+// uint8 image reader and the step counter. Included textually by the loader (NVRTC), by nvcc in
+// the compile test and by g++ in the CPU emulator (tests/cuda/emulator), so it uses only the
+// subset of CUDA that the emulator defines: __syncthreads, __shfl_xor_sync, atomicAdd,
+// __threadfence, __ldcg, float4, static __shared__ arrays and LN_DYNAMIC_SMEM. Nothing here
+// needs more than sm_61 (GTX 1060).
+#pragma once
+
+#ifndef LITENET_EMULATOR
+// Dynamic shared memory; the emulator defines its own version of this macro.
+#define LN_DYNAMIC_SMEM(T, name) extern __shared__ __align__(16) T name[]
+#endif
+
+#define LN_THREADS 256  // every kernel is launched with 256-thread blocks
+#define LN_FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float ln_inf() { return __int_as_float(0x7f800000); }
+
+// ---------------------------------------------------------------------------------------------
+// Reductions. Every lane of a warp must call the warp versions; every thread of the block must
+// call block_sum (it holds two barriers). `scratch` is 32 floats of shared memory.
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(LN_FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(LN_FULL_MASK, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // a previous call may still be reading scratch[0]
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        float t = lane < warps ? scratch[lane] : 0.f;
+        t = warp_sum(t);
+        if (lane == 0) scratch[0] = t;
+    }
+    __syncthreads();
+    return scratch[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU, tanh form (reference.gelu_forward / gelu_backward).
+
+#define LN_GELU_C 0.7978845608028654f  // √(2/π)
+#define LN_GELU_K 0.044715f
+
+__device__ __forceinline__ float gelu_value(float u) {
+    const float t = tanhf(LN_GELU_C * (u + LN_GELU_K * u * u * u));
+    return 0.5f * u * (1.f + t);
+}
+
+// ∂a/∂u of the tanh form, exactly (not the erf GELU's derivative).
+__device__ __forceinline__ float gelu_slope(float u) {
+    const float t = tanhf(LN_GELU_C * (u + LN_GELU_K * u * u * u));
+    const float dt_du = (1.f - t * t) * LN_GELU_C * (1.f + 3.f * LN_GELU_K * u * u);
+    return 0.5f * (1.f + t) + 0.5f * u * dt_du;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The step counter. ctr[0] is the step's position in the uploaded schedule (batch indices,
+// flips, learning rates) and in the statistics ring; the last kernel of a step advances it, so
+// one captured CUDA graph replays for every step. ctr[1] counts finished blocks of that kernel.
+
+__device__ __forceinline__ int step_pos(const int* ctr) { return ctr[0]; }
+
+// Called by every block of the step's last kernel, after its work: the last block to finish
+// advances the step. Every block read ctr[0] before arriving here, so the increment races nothing.
+__device__ __forceinline__ void advance_step_when_last(int* ctr) {
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(&ctr[1], 1) == (int)gridDim.x - 1;
+        if (last) {
+            ctr[1] = 0;
+            ctr[0] = ctr[0] + 1;
+        }
+    }
+    __syncthreads();
+}
+
+// The seed's clip rule from this step's per-tensor ‖g‖² (T floats): returns ‖g‖ and sets `scale` to
+// clip_norm/‖g‖ when ‖g‖ > threshold, else 1. Every thread sums in the same order, so every block
+// of a launch takes the same decision without talking to the others (and the host never waits).
+__device__ __forceinline__ float clip_rule(const float* grad_sq, int T, float threshold, float clip_norm, float& scale) {
+    float total = 0.f;
+    for (int t = 0; t < T; ++t) total += grad_sq[t];
+    const float norm = sqrtf(total);
+    scale = norm > threshold ? clip_norm / norm : 1.f;
+    return norm;
+}
+
+// The statistics row of a step (litenet/train/cuda/layout.py keeps the same numbers).
+#define LN_STAT_LOSS 0
+#define LN_STAT_NORM 1
+#define LN_STAT_CLIPPED 2
+#define LN_STAT_GRAD_SQ 3  // then T tensors' ‖g‖², then 3 path sums per block
+
+// ---------------------------------------------------------------------------------------------
+// The embedding's input rows s(x), read straight from the uint8 NHWC training set (reference.
+// embed_inputs): x = pixel / 255 (an IEEE division, as NumPy's) minus `shift`; "channel-sum" has
+// 1024 values per image (R+G+B of pixel i), "full" 3072 (pixel-major, colour-minor). A flipped
+// image is read mirrored left-right: column c of a 32-wide row becomes 31 − c.
+
+struct Pixels {
+    const unsigned char* images;  // (N, 32, 32, 3)
+    const int* index;             // (B,) rows of `images` in this batch
+    const unsigned char* flip;    // (B,) 0/1 per image, or null
+    int full;                     // 0: channel-sum, 1: full
+    float shift;
+
+    __device__ __forceinline__ float operator()(int b, int i) const {
+        const unsigned char* img = images + (size_t)index[b] * 3072;
+        const bool mirrored = flip != 0 && flip[b] != 0;
+        if (full) {
+            int p = i / 3;
+            const int c = i - 3 * p;
+            if (mirrored) p = (p & ~31) | (31 - (p & 31));
+            return (float)img[p * 3 + c] / 255.f - shift;
+        }
+        const int p = mirrored ? ((i & ~31) | (31 - (i & 31))) : i;
+        const unsigned char* q = img + p * 3;
+        return (((float)q[0] / 255.f - shift) + ((float)q[1] / 255.f - shift)) + ((float)q[2] / 255.f - shift);
+    }
+};

@@ -1,0 +1,61 @@
+// loss.cu — the classifier's losses on the logits z (B, C), mean over the batch
+// (twins: reference.margin_loss_forward / _backward, reference.cross_entropy_forward / _backward).
+//
+//   margin_loss_forward:    ℓ_b = max(0, m − z[b, y_b] + z[b, r_b]),  r_b = first argmax_{j≠y_b} z[b, j]
+//   margin_loss_backward:   ∂z[b, y_b] = −1/B, ∂z[b, r_b] = +1/B where the hinge is active, else 0
+//   cross_entropy_forward:  ℓ_b = logsumexp(z_b) − z[b, y_b]
+//   cross_entropy_backward: ∂z = (softmax(z) − onehot(y)) / B
+//
+// The labels are those of the batch: labels[batches[ctr[0]·B + b]] (uint8 per image). The
+// forwards write ℓ (B,) and add mean(ℓ) to the step's statistics row (stats + ctr[0]·stat_width,
+// slot 0). Launch: 256 threads, one thread per image, grid = ⌈B/256⌉.
+// Limits: C ≥ 2 for the margin loss. The per-row math is shared with fused_rows.cu (rowops.cuh).
+#include "common.cuh"
+#include "rowops.cuh"
+
+__device__ __forceinline__ int batch_label(const unsigned char* labels, const int* batches, const int* ctr, int B, int b) {
+    return labels[batches[(size_t)step_pos(ctr) * B + b]];
+}
+
+// Adds the block's share of mean(ℓ) to the statistics row.
+__device__ __forceinline__ void add_mean_loss(float loss, int B, const int* ctr, float* stats, int stat_width) {
+    __shared__ float scratch[32];
+    const float total = block_sum(loss, scratch);
+    if (threadIdx.x == 0) atomicAdd(stats + (size_t)step_pos(ctr) * stat_width, total / (float)B);
+}
+
+extern "C" __global__ void margin_loss_forward(const float* z, const unsigned char* labels, const int* batches,
+                                               const int* ctr, float* per_sample, float* stats, int stat_width, int B,
+                                               int C, float margin) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    float loss = 0.f;
+    if (b < B) {
+        loss = margin_row(z + (size_t)b * C, C, batch_label(labels, batches, ctr, B, b), margin, B, 0);
+        per_sample[b] = loss;
+    }
+    add_mean_loss(loss, B, ctr, stats, stat_width);
+}
+
+extern "C" __global__ void margin_loss_backward(const float* z, const unsigned char* labels, const int* batches,
+                                                const int* ctr, float* dz, int B, int C, float margin) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < B) margin_row(z + (size_t)b * C, C, batch_label(labels, batches, ctr, B, b), margin, B, dz + (size_t)b * C);
+}
+
+extern "C" __global__ void cross_entropy_forward(const float* z, const unsigned char* labels, const int* batches,
+                                                 const int* ctr, float* per_sample, float* stats, int stat_width,
+                                                 int B, int C) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    float loss = 0.f;
+    if (b < B) {
+        loss = cross_entropy_row(z + (size_t)b * C, C, batch_label(labels, batches, ctr, B, b), B, 0);
+        per_sample[b] = loss;
+    }
+    add_mean_loss(loss, B, ctr, stats, stat_width);
+}
+
+extern "C" __global__ void cross_entropy_backward(const float* z, const unsigned char* labels, const int* batches,
+                                                  const int* ctr, float* dz, int B, int C) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b < B) cross_entropy_row(z + (size_t)b * C, C, batch_label(labels, batches, ctr, B, b), B, dz + (size_t)b * C);
+}

@@ -1,0 +1,82 @@
+// residual_layernorm.cu — the residual join and LayerNorm over the d features
+// (twins: reference.residual_layernorm_forward / _backward, and residual_join in the fused-twins
+// section for the two paths meeting on the way back).
+//
+//   residual_layernorm_forward:  s = x + v; n = (s − μ)·rstd; y = γ n + β      (writes y, n, rstd)
+//   residual_layernorm_backward: ∂s = rstd (∂n − mean(∂n) − n·mean(∂n n)), ∂n = ∂y γ;
+//                                ∂γ = Σ_b ∂y n,  ∂β = Σ_b ∂y
+//   residual_join:               ∂x = ∂s + ∂x_main, and adds ‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩ to
+//                                the step's statistics row (stats + ctr[0]·stat_width + slot).
+//
+// Launch (256 threads): forward, one warp per row, grid = ⌈B/8⌉. Backward, grid = ⌈B/8⌉ row
+// blocks (∂s) followed by tiles·splits column-sum blocks for [∂γ | ∂β] (2d columns in 64-wide
+// tiles, batch split `splits` ways; scratch ≥ tiles·splits·64 floats, counters ≥ tiles zeroed).
+// residual_join: any grid (grid-stride). Limits: none beyond int indexing; y may alias x.
+#include "common.cuh"
+#include "gemm.cuh"
+#include "rowops.cuh"
+
+extern "C" __global__ void residual_layernorm_forward(const float* x, const float* v, const float* gamma,
+                                                      const float* beta, float* y, float* nrm, float* rstd, int B,
+                                                      int d, float eps) {
+    const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
+    if (row >= B) return;  // whole warps leave together; no block barrier follows
+    const size_t o = (size_t)row * d;
+    const float r = layernorm_row_forward(x + o, v + o, gamma, beta, eps, d, nrm + o, y + o);
+    if ((threadIdx.x & 31) == 0) rstd[row] = r;
+}
+
+// ∂γ (columns < d) and ∂β (columns ≥ d) as one column sum over the batch.
+struct LayerNormParamGrad {
+    const float* dy;
+    const float* nrm;
+    int d;
+    __device__ float operator()(int b, int n) const {
+        return n < d ? dy[(size_t)b * d + n] * nrm[(size_t)b * d + n] : dy[(size_t)b * d + n - d];
+    }
+};
+
+extern "C" __global__ void residual_layernorm_backward(const float* dy, const float* nrm, const float* rstd,
+                                                       const float* gamma, float* ds, float* dgamma, float* dbeta,
+                                                       int B, int d, int row_blocks, int splits, float* scratch,
+                                                       unsigned int* counters) {
+    if ((int)blockIdx.x < row_blocks) {
+        const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
+        if (row >= B) return;
+        const size_t o = (size_t)row * d;
+        layernorm_row_backward(dy + o, nrm + o, rstd[row], gamma, d, ds + o);
+        return;
+    }
+    const int job = blockIdx.x - row_blocks, tile = job / splits, split = job % splits;
+    float v;
+    if (!colsum_splitk(LayerNormParamGrad{dy, nrm, d}, 2 * d, B, tile * 64, split, splits,
+                       scratch + (size_t)tile * splits * 64, counters + tile, v))
+        return;
+    const int n = tile * 64 + threadIdx.x;
+    if (threadIdx.x < 64 && n < 2 * d) {
+        if (n < d) dgamma[n] = v;
+        else dbeta[n - d] = v;
+    }
+}
+
+extern "C" __global__ void residual_join(const float* ds, const float* dx_main, float* dx, int n, const int* ctr,
+                                         float* stats, int stat_width, int slot) {
+    __shared__ float scratch[32];
+    float ss = 0.f, mm = 0.f, sm = 0.f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float s = ds[i], m = dx_main[i];
+        ss += s * s;
+        mm += m * m;
+        sm += s * m;
+        dx[i] = s + m;
+    }
+    ss = block_sum(ss, scratch);
+    mm = block_sum(mm, scratch);
+    sm = block_sum(sm, scratch);
+    if (threadIdx.x == 0) {
+        float* row = stats + (size_t)step_pos(ctr) * stat_width + slot;
+        atomicAdd(row + 0, ss);
+        atomicAdd(row + 1, mm);
+        atomicAdd(row + 2, sm);
+    }
+}

@@ -1,0 +1,1 @@
+"""The CUDA training backend: LiteNet's hand-written kernels (`kernels/*.cu`) launched through CuPy."""

@@ -1,0 +1,215 @@
+"""CudaBackend: LiteNet's training step on an NVIDIA GPU, with the methods of every backend
+(litenet/train/backends.py) plus memory_report() and layer_stats() for debugging.
+
+Before the first step everything is allocated once (layout.py's arena); a step is a fixed list
+of kernel launches (plans.py) that reads its batch, flips and learning rate from a schedule on
+the device through a device-side step counter, so the list is captured once as a CUDA graph and
+replayed for every step with no host synchronisation. Statistics accumulate on the device, one
+row per step, and are copied back only by fetch_stats.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from litenet.errors import LiteNetError
+from litenet.model import ModelConfig, TrainConfig, param_count
+from litenet.train.cuda import sources
+from litenet.train.cuda.check import KernelMismatch, run_checked
+from litenet.train.cuda.geometry import Geometry, choose_plan
+from litenet.train.cuda.layout import StatsLayout, param_offsets
+from litenet.train.cuda.plans import Plans, arena_plan
+
+PLANS = ("auto", "fused", "ops")
+ACTIVATIONS = ("X", "U", "A", "NRM", "RSTD", "Z", "DY", "DS", "DH0", "G1", "G2", "G3", "GH", "DZ", "PS")
+
+
+class CudaBackend:
+    """Trains on the GPU with the hand-written kernels in kernels/*.cu."""
+
+    name = "cuda"
+
+    def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, check_kernels: int = 0,
+                 plan: str = "auto", graph: bool = True, device=None, capacity: int | None = None):
+        if plan not in PLANS:
+            raise LiteNetError(f"plan must be one of {', '.join(PLANS)}; got {plan!r}")
+        if check_kernels < 0:
+            raise LiteNetError("--check-kernels needs a number of steps ≥ 0")
+        params = np.asarray(params)
+        if params.shape != (param_count(model),):
+            raise LiteNetError(f"expected {param_count(model)} parameters for this model, got shape {params.shape}")
+        if device is None:
+            from litenet.train.cuda.device import CupyDevice
+            device = CupyDevice()
+        self.model, self.train, self.dev = model, train, device
+        self.batch = train.batch_size
+        self.geometry = Geometry(model, self.batch, device.sm_count)
+        self.plan = choose_plan(self.geometry) if plan == "auto" else plan
+        if self.plan == "fused" and not self.geometry.fused_ok:
+            raise LiteNetError("this model's rows do not fit the fused kernel's shared memory; use plan='ops'")
+        self.capacity = capacity or int(np.clip(2 ** 20 // self.batch, 16, 4096))
+        self.stats_layout = StatsLayout.of(model)
+        self.arena = arena_plan(model, self.geometry, self.plan, self.capacity)
+        self.v = device.allocate(self.arena)
+        device.upload(self.v["params"], params.astype(np.float32))
+        device.upload(self.v["layout"], param_offsets(model))
+        device.upload(self.v["eval_index"], np.arange(self.batch, dtype=np.int32)[None])
+        if self.plan == "fused":
+            device.upload(self.v["jobs"], self.geometry.jobs)
+        self.check_kernels, self.check_report = int(check_kernels), {}
+        self.use_graph = graph
+        self.host = SimpleNamespace(images=None, labels=None)  # for the twins of check_kernels
+        self._dataset = None
+        self._steps = self._graph = None
+        self._eval = self._validated(Plans(model, train, self.geometry, self.v, None, None).eval_forward())
+        self._pos, self._done, self._pending = 0, 0, []
+
+    # -- the backend interface -------------------------------------------------------------------
+
+    def load_dataset(self, images: np.ndarray, labels: np.ndarray) -> None:
+        """Copy the training set (uint8 NHWC, labels) to the GPU once; steps gather from it there."""
+        _check_images(images, "training images")
+        labels = np.asarray(labels)
+        if labels.shape != (len(images),):
+            raise LiteNetError(f"{len(images)} training images but labels of shape {labels.shape}")
+        if labels.size and (labels.min() < 0 or labels.max() >= self.model.classes):
+            raise LiteNetError(f"labels must lie in 0…{self.model.classes - 1}")
+        self._dataset = (self.dev.to_device(np.asarray(images)), self.dev.to_device(labels.astype(np.uint8)))
+        self.host.images, self.host.labels = images, labels
+        plans = Plans(self.model, self.train, self.geometry, self.v, *self._dataset, host=self.host)
+        self._steps = self._validated(plans.step(self.plan))
+        self._graph = None
+
+    def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None) -> None:
+        """Enqueue one SGD step per row of `batches` (indices into the training set); returns at once."""
+        if self._steps is None:
+            raise LiteNetError("call load_dataset before train_steps")
+        batches, lrs = np.asarray(batches), np.asarray(lrs, dtype=np.float32)
+        n = len(batches)
+        if batches.ndim != 2 or batches.shape[1] != self.batch:
+            raise LiteNetError(f"batches must have shape (steps, {self.batch}); got {batches.shape} "
+                               "(the CUDA backend's buffers are sized for the configured batch_size)")
+        if lrs.shape != (n,):
+            raise LiteNetError(f"expected {n} learning rates, got shape {lrs.shape}")
+        if n and (batches.min() < 0 or batches.max() >= len(self.host.images)):
+            raise LiteNetError("batch indices outside the training set")
+        flips = np.zeros(batches.shape, np.uint8) if flips is None else np.asarray(flips).astype(np.uint8)
+        if flips.shape != batches.shape:
+            raise LiteNetError(f"flips must have the shape of batches {batches.shape}; got {flips.shape}")
+        done = 0
+        while done < n:
+            if self._pos == self.capacity:
+                self._drain()
+            count = min(self.capacity - self._pos, n - done)
+            rows = slice(self._pos, self._pos + count)
+            self.dev.upload(self.v["batches"][rows], batches[done:done + count].astype(np.int32))
+            self.dev.upload(self.v["flips"][rows], flips[done:done + count])
+            self.dev.upload(self.v["lrs"][rows], lrs[done:done + count])
+            for k in range(count):
+                self._step(self._pos + k)
+            self._pos += count
+            done += count
+
+    def fetch_stats(self) -> dict[str, np.ndarray]:
+        """Per-step statistics since the last call (backends.STAT_FIELDS); waits for the GPU."""
+        self._drain()
+        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.stats_layout.width), np.float32)
+        self._pending = []
+        return self.stats_layout.unpack(rows)
+
+    def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
+        """Forward only, a batch_size chunk at a time through the evaluation buffers."""
+        _check_images(images, "images")
+        out = np.empty((len(images), self.model.classes), np.float32)
+        chunk = np.zeros((self.batch, 32, 32, 3), np.uint8)
+        for start in range(0, len(images), self.batch):
+            part = np.asarray(images[start:start + self.batch])
+            chunk[:len(part)] = part
+            self.dev.upload(self.v["eval_images"], chunk)
+            for launch in self._eval:
+                self.dev.launch(launch)
+            out[start:start + len(part)] = self.dev.download(self.v["Z"])[:len(part)]
+        return out
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"params": self.dev.download(self.v["params"]), "velocity": self.dev.download(self.v["velocity"])}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        for key in ("params", "velocity"):
+            value = np.asarray(state[key], dtype=np.float32)
+            if value.shape != self.v[key].shape:
+                raise LiteNetError(f"checkpoint {key} has shape {value.shape}, this model needs {self.v[key].shape}")
+            self.dev.upload(self.v[key], value)
+        self.dev.synchronize()
+
+    # -- debugging -------------------------------------------------------------------------------
+
+    def memory_report(self) -> dict:
+        """Device memory: the arena (every step buffer), the dataset, and the device's own figures."""
+        dataset = sum(int(a.nbytes) for a in self._dataset) if self._dataset else 0
+        return {"plan": self.plan, "arena_bytes": self.arena.size, "dataset_bytes": dataset,
+                **self.dev.memory(), "buffers": self.arena.table()}
+
+    def layer_stats(self) -> dict[str, dict]:
+        """min / max / mean / NaN count of every activation buffer as the last step (or logits) left it."""
+        out = {}
+        for name in ACTIVATIONS:
+            if name in self.v:
+                a = self.dev.download(self.v[name]).astype(np.float64)
+                finite = a[np.isfinite(a)]
+                out[name] = {"min": float(finite.min()) if finite.size else float("nan"),
+                             "max": float(finite.max()) if finite.size else float("nan"),
+                             "mean": float(finite.mean()) if finite.size else float("nan"),
+                             "nan": int(np.isnan(a).sum()), "shape": a.shape}
+        return out
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _step(self, pos: int) -> None:
+        if self._done < self.check_kernels:
+            for launch in self._steps:
+                try:
+                    worst = run_checked(self.dev, launch, pos)
+                except KernelMismatch as exc:
+                    raise KernelMismatch(f"check-kernels, step {self._done}: {exc}") from None
+                mine = self.check_report.setdefault(launch.kernel, {})
+                for tensor, ratio in worst.items():
+                    mine[tensor] = max(mine.get(tensor, 0.0), ratio)
+        elif not self.use_graph or self._done == 0:  # the first step runs eagerly: modules load outside a capture
+            for launch in self._steps:
+                self.dev.launch(launch)
+        else:
+            if self._graph is None:
+                self._graph = self.dev.capture(self._steps)
+            self.dev.replay(self._graph)
+        self._done += 1
+
+    def _drain(self) -> None:
+        """Copy the filled statistics rows to the host and rewind the schedule (waits for the GPU)."""
+        if self._pos == 0:
+            return
+        self._pending.append(self.dev.download(self.v["stats"][:self._pos]))
+        self.dev.fill(self.v["stats"][:self._pos], 0)
+        self.dev.fill(self.v["ctr"], 0)
+        self._pos = 0
+
+    def _validated(self, launches):
+        """Check every launch's arguments against its kernel's declared parameters, once."""
+        for launch in launches:
+            params = sources.signatures(sources.kernel_file(launch.kernel))[launch.kernel]
+            if len(params) != len(launch.args):
+                raise TypeError(f"{launch.kernel}: {len(launch.args)} arguments for {len(params)} parameters")
+            for p, arg in zip(params, launch.args):
+                ok = (isinstance(arg, np.int32) if p.kind == "int" else isinstance(arg, np.float32) if p.kind == "float"
+                      else hasattr(arg, "shape") and not np.isscalar(arg))
+                if not ok:
+                    raise TypeError(f"{launch.kernel}: argument {p.name} should be a {p.kind}, got {type(arg).__name__}")
+        return launches
+
+
+def _check_images(images, what: str) -> None:
+    if getattr(images, "dtype", None) != np.uint8 or tuple(images.shape[1:]) != (32, 32, 3):
+        raise LiteNetError(f"{what} must be uint8 NHWC (N, 32, 32, 3); got {getattr(images, 'dtype', None)} "
+                           f"{getattr(images, 'shape', None)}")

@@ -1,0 +1,148 @@
+"""Launch shapes: how each product is cut into 64×64 tiles and K splits, the fused kernel's rows
+per block, the weight-gradient job table, and the choice between the two step plans.
+
+Pure arithmetic on the model and batch size (no device needed), so the arena can be sized
+before anything is allocated and the tests can check the plans on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from litenet.model import ModelConfig
+
+TILE = 64
+THREADS = 256
+SMEM_LIMIT = 48 * 1024  # static + dynamic shared memory every CUDA GPU grants without opting in
+ROWS_MAX = 16  # kernels/gemm.cuh LN_ROWS_MAX
+JOB_EMBED, JOB_FC1, JOB_FC2, JOB_HEAD, JOB_LAYERNORM = range(5)  # kernels/fused_weight_grads.cu
+
+
+def choose_splits(tiles: int, K: int, sm_count: int, share: float = 1.0) -> int:
+    """Split the reduction until the launch has about two blocks per multiprocessor (its `share`
+    of them), keeping at least 64 values of K per split so each block still has work."""
+    want = math.ceil(2 * sm_count * share / max(tiles, 1))
+    return int(max(1, min(want, K // 64, 64)))
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """C (M × N) = A (M × K) · B (K × N) cut into 64×64 tiles and `splits` K ranges."""
+
+    M: int
+    N: int
+    K: int
+    splits: int
+
+    @classmethod
+    def plan(cls, M, N, K, sm_count) -> "Gemm":
+        return cls(M, N, K, choose_splits(math.ceil(M / TILE) * math.ceil(N / TILE), K, sm_count))
+
+    @property
+    def tiles(self) -> int:
+        return math.ceil(self.M / TILE) * math.ceil(self.N / TILE)
+
+    @property
+    def grid(self) -> int:
+        return self.tiles * self.splits
+
+    @property
+    def scratch(self) -> int:
+        return self.tiles * self.splits * TILE * TILE if self.splits > 1 else 0
+
+
+@dataclass(frozen=True)
+class ColSum:
+    """out (N) = Σ_k f(k, n) in 64-column tiles and `splits` k ranges (LayerNorm's ∂γ, ∂β)."""
+
+    N: int
+    K: int
+    splits: int
+
+    @property
+    def tiles(self) -> int:
+        return math.ceil(self.N / TILE)
+
+    @property
+    def scratch(self) -> int:
+        return self.tiles * self.splits * TILE if self.splits > 1 else 0
+
+
+class Geometry:
+    """Every launch shape of one model at one batch size on a GPU with `sm_count` multiprocessors."""
+
+    def __init__(self, model: ModelConfig, batch: int, sm_count: int):
+        B, d, H, C, K = batch, model.width, model.hidden, model.classes, model.embed_inputs
+        self.model, self.batch, self.sm_count = model, batch, sm_count
+        g = lambda M, N, K_: Gemm.plan(M, N, K_, sm_count)  # noqa: E731
+        self.gemms = {
+            "embed_forward": g(B, d, K), "embed_backward": g(K, d, B),
+            "fc1_forward": g(B, H, d), "fc2_forward": g(B, d, H), "head_forward": g(B, C, d),
+            "head_backward_weight": g(d + 1, C, B), "head_backward_input": g(B, d, C),
+            "fc2_backward_weight": g(H + 1, d, B), "fc2_backward_input": g(B, H, d),
+            "fc1_backward_weight": g(d + 1, H, B), "fc1_backward_input": g(B, d, H),
+        }
+        ln = ColSum(2 * d, B, 1)
+        self.layernorm_grads = ColSum(ln.N, B, choose_splits(ln.tiles, B, sm_count, 0.5))
+        self.row_blocks = math.ceil(B / (THREADS // 32))  # one warp per row
+        self.rows, self.fused_smem = fused_rows_shape(model, batch, sm_count)
+        self.jobs, jobs_scratch, jobs_counters = weight_grad_jobs(model, batch, sm_count)
+        self.scratch = max([x.scratch for x in self.gemms.values()] + [self.layernorm_grads.scratch, jobs_scratch, 1])
+        self.counters = max([x.tiles for x in self.gemms.values()] + [self.layernorm_grads.tiles, jobs_counters])
+
+    @property
+    def fused_ok(self) -> bool:
+        return self.rows > 0
+
+
+def fused_rows_shape(model: ModelConfig, batch: int, sm_count: int) -> tuple[int, int]:
+    """(images per block, dynamic shared-memory bytes) of fused_rows, or (0, 0) if one row does not fit.
+
+    About one block per multiprocessor at most, no more than 16 rows (the kernel's register tile),
+    fewer while the rows do not fit in shared memory."""
+    r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
+    per_row = 4 * (4 * r4(model.width) + r4(model.hidden) + r4(model.classes))
+    rows = max(1, min(ROWS_MAX, batch // max(sm_count, 1)))
+    while rows > 0 and rows * per_row + 4 * 32 > SMEM_LIMIT:
+        rows -= 1
+    return rows, (rows * per_row + 4 * 32 if rows else 0)
+
+
+def weight_grad_jobs(model: ModelConfig, batch: int, sm_count: int):
+    """The job table of fused_weight_grads: (jobs int32 (n, 10), scratch floats, counters).
+
+    One product per parameter group; each gets a share of the blocks in proportion to its work,
+    the embedding (the largest) first so its blocks start earliest."""
+    B, d, H, C, K, L = batch, model.width, model.hidden, model.classes, model.embed_inputs, model.blocks
+    products = [(JOB_EMBED, 0, K, d, 0)]
+    for i in range(L):
+        products += [(JOB_FC1, i, d + 1, H, 1 + 6 * i), (JOB_FC2, i, H + 1, d, 3 + 6 * i),
+                     (JOB_LAYERNORM, i, 1, 2 * d, 5 + 6 * i)]
+    products.append((JOB_HEAD, L, d + 1, C, 1 + 6 * L))
+    work = [M * N * B for _, _, M, N, _ in products]
+    rows, scratch, tile_id = [], 0, 0
+    for (kind, layer, M, N, tensor), w in zip(products, work):
+        tiles_m, tiles_n = math.ceil(M / TILE), math.ceil(N / TILE)
+        splits = choose_splits(tiles_m * tiles_n, B, sm_count, w / sum(work))
+        slab = TILE if kind == JOB_LAYERNORM else TILE * TILE
+        for tm in range(tiles_m):
+            for tn in range(tiles_n):
+                offset = scratch
+                if splits > 1:
+                    scratch += splits * slab
+                for split in range(splits):
+                    rows.append((kind, layer, tm, tn, split, splits, tile_id, offset, tensor, 0))
+                tile_id += 1
+    return np.array(rows, dtype=np.int32).reshape(-1, 10), max(scratch, 1), tile_id
+
+
+def choose_plan(geometry: Geometry) -> str:
+    """"fused" (4 launches, rows in shared memory) while the batch is small enough that launch
+    overhead dominates; "ops" (one tiled kernel per operation) for large batches, where
+    64×64-tile products use the GPU better than the fused kernel's few rows per block."""
+    if not geometry.fused_ok:
+        return "ops"
+    return "fused" if geometry.batch <= 1024 else "ops"

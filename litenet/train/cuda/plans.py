@@ -1,0 +1,228 @@
+"""A training step as a list of kernel launches over the arena, in two versions chosen in one
+place (geometry.choose_plan):
+
+  "fused"  embed_forward → fused_rows → fused_weight_grads → sgd_clip_update     (4 launches)
+  "ops"    one launch per operation of the reference network (about 16 + 7·blocks launches)
+
+plus the forward alone for evaluation. Every launch reads its per-step inputs (batch indices,
+flips, learning rate, statistics row) through the device step counter, so the list is captured
+once into a CUDA graph and replayed for every step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from litenet.model import ModelConfig, TrainConfig, param_count, param_layout, param_views
+from litenet.train.cuda.check import Check
+from litenet.train.cuda.geometry import THREADS, Geometry
+from litenet.train.cuda.layout import ArenaPlan, StatsLayout
+from litenet.train.cuda.twins import Twins
+
+i32, f32 = np.int32, np.float32
+
+
+@dataclass
+class Launch:
+    kernel: str
+    grid: int
+    args: tuple
+    shared: int = 0
+    check: Check | None = None
+
+
+def arena_plan(model: ModelConfig, geometry: Geometry, plan: str, capacity: int) -> ArenaPlan:
+    """Every buffer of a step of `plan` and of evaluation; docs/cuda.md explains the sharing."""
+    B, d, H, C, L = geometry.batch, model.width, model.hidden, model.classes, model.blocks
+    P, T, W = param_count(model), len(param_layout(model)), StatsLayout.of(model).width
+    a = ArenaPlan()
+    a.add("params", (P,), f32, "the parameters, flat (litenet.model.param_layout)")
+    a.add("velocity", (P,), f32, "SGD momentum")
+    a.add("grads", (P,), f32, "this step's gradient (every value rewritten each step)")
+    a.add("layout", (T + 1,), i32, "offsets of the parameter tensors, then the total")
+    a.add("ctr", (2,), i32, "step position in schedule and statistics; finished-block count")
+    a.add("batches", (capacity, B), i32, "schedule: image indices of each step")
+    a.add("flips", (capacity, B), np.uint8, "schedule: mirror flag of each image")
+    a.add("lrs", (capacity,), f32, "schedule: learning rate of each step")
+    a.add("stats", (capacity, W), f32, "one statistics row per step until fetch_stats")
+    a.add("scratch", (geometry.scratch,), f32, "split-K partial tiles, consumed within each launch")
+    a.add("counters", (geometry.counters,), np.uint32, "split-K arrival counts, always left at zero")
+    a.add("X", (L + 1, B, d), f32, "block inputs: X[0] = h0, X[i+1] = block i's output")
+    a.add("U", (L, B, H), f32, "fc1's output u" + (", then ∂u in place" if plan == "fused" else ""))
+    a.add("A", (L, B, H), f32, "GELU(u)")
+    a.add("NRM", (L, B, d), f32, "LayerNorm's normalised n")
+    a.add("RSTD", (L, B), f32, "LayerNorm's 1/√(σ²+eps)")
+    a.add("Z", (B, C), f32, "logits" + (", then ∂z in place" if plan == "fused" else ""))
+    if plan == "fused":
+        a.add("DY", (L, B, d), f32, "∂y at each block's output (∂γ, ∂β)")
+        a.add("DS", (L, B, d), f32, "∂s at each block (∂W2, ∂b2)")
+        a.add("DH0", (B, d), f32, "∂h0 (∂We)")
+        a.add("jobs", geometry.jobs.shape, i32, "fused_weight_grads' job table")
+        a.add("V", (B, d), f32, "evaluation only: fc2's output v", alias="DS")
+    else:
+        a.add("G1", (B, d), f32, "∂y arriving at a block, then the ∂x leaving it (one buffer, as the seed's ∂h/∂x)")
+        a.add("G2", (B, d), f32, "∂s")
+        a.add("G3", (B, d), f32, "∂x_main, the main path's ∂x")
+        a.add("V", (B, d), f32, "fc2's output v (forward only)", alias="G3")
+        a.add("GH", (B, H), f32, "∂a, then ∂u in place")
+        a.add("DZ", (B, C), f32, "∂z")
+        a.add("PS", (B,), f32, "per-image losses")
+    a.add("eval_images", (B, 32, 32, 3), np.uint8, "evaluation: one chunk of images")
+    a.add("eval_index", (1, B), i32, "evaluation: 0 … B−1")
+    a.add("eval_flips", (1, B), np.uint8, "evaluation: zeros")
+    a.add("eval_ctr", (2,), i32, "evaluation: zeros")
+    return a
+
+
+class Plans:
+    """Builds the launch lists over allocated arena views `v` and the device dataset."""
+
+    def __init__(self, model: ModelConfig, train: TrainConfig, geometry: Geometry, v: dict, images, labels,
+                 host=None):
+        self.m, self.t, self.g, self.v = model, train, geometry, v
+        self.images, self.labels = images, labels
+        self.stats = StatsLayout.of(model)
+        self.pv = param_views(v["params"], model)
+        self.gv = param_views(v["grads"], model)
+        self.tw = Twins(model, train, v, host)
+        self.P, self.T = param_count(model), len(param_layout(model))
+
+    # -- pieces shared by the plans --------------------------------------------------------------
+
+    def _dims(self):
+        m = self.m
+        return self.g.batch, m.width, m.hidden, m.classes, m.embed_inputs, m.blocks
+
+    def _splitk(self, name):
+        gm = self.g.gemms[name]
+        return gm, (i32(gm.splits), self.v["scratch"], self.v["counters"])
+
+    def _elementwise_grid(self, n: int) -> int:
+        return max(1, min(math.ceil(n / THREADS), 4 * self.g.sm_count))
+
+    def _embed_forward(self, images, batches, flips, ctr, check=True) -> Launch:
+        B, d, _, _, K, _ = self._dims()
+        gm, sk = self._splitk("embed_forward")
+        out = self.v["X"][0]
+        args = (images, batches, flips, ctr, i32(self.m.embed == "full"), f32(self.m.input_shift), self.pv["embed.weight"],
+                out, i32(B), i32(K), i32(d)) + sk
+        return Launch("embed_forward", gm.grid, args, check=self.tw.embed_forward(out) if check else None)
+
+    def _linear(self, kernel, gemm, x, w, b, outs, n_in, n_out, check) -> Launch:
+        gm, sk = self._splitk(gemm)
+        args = (x, self.pv[w], self.pv[b], *outs, i32(self.g.batch), i32(n_in), i32(n_out)) + sk
+        return Launch(kernel, gm.grid, args, check=self.tw.linear_forward(kernel, x, w, b, outs) if check else None)
+
+    def _block_forward(self, i: int, check=True) -> list[Launch]:
+        B, d, H, _, _, _ = self._dims()
+        v, p = self.v, f"blocks.{i}."
+        ln = (v["X"][i], v["V"], self.pv[p + "ln.gamma"], self.pv[p + "ln.beta"], v["X"][i + 1], v["NRM"][i],
+              v["RSTD"][i], i32(B), i32(d), f32(self.m.ln_eps))
+        return [
+            self._linear("linear_gelu_forward", "fc1_forward", v["X"][i], p + "fc1.weight", p + "fc1.bias",
+                         (v["U"][i], v["A"][i]), d, H, check),
+            self._linear("linear_forward", "fc2_forward", v["A"][i], p + "fc2.weight", p + "fc2.bias", (v["V"],), H, d,
+                         check),
+            Launch("residual_layernorm_forward", self.g.row_blocks, ln,
+                   check=self.tw.residual_layernorm_forward(i) if check else None),
+        ]
+
+    def _head_forward(self, check=True) -> Launch:
+        _, d, _, C, _, L = self._dims()
+        return self._linear("linear_forward", "head_forward", self.v["X"][L], "head.weight", "head.bias",
+                            (self.v["Z"],), d, C, check)
+
+    # -- the plans ---------------------------------------------------------------------------------
+
+    def step(self, plan: str) -> list[Launch]:
+        return self.fused_step() if plan == "fused" else self.ops_step()
+
+    def eval_forward(self) -> list[Launch]:
+        """Logits of the images in eval_images (no checks: evaluation is not a training step)."""
+        v = self.v
+        out = [self._embed_forward(v["eval_images"], v["eval_index"], v["eval_flips"], v["eval_ctr"], check=False)]
+        for i in range(self.m.blocks):
+            out += self._block_forward(i, check=False)
+        return out + [self._head_forward(check=False)]
+
+    def fused_step(self) -> list[Launch]:
+        B, d, H, C, K, L = self._dims()
+        v, t, st = self.v, self.t, self.stats
+        rows = (v["params"], v["layout"], v["X"], v["U"], v["A"], v["NRM"], v["RSTD"], v["DY"], v["DS"], v["Z"],
+                v["DH0"], self.labels, v["batches"], v["ctr"], v["stats"], i32(st.width), i32(st.path), i32(B),
+                i32(d), i32(H), i32(C), i32(L), i32(self.g.rows), i32(0 if t.loss == "margin" else 1),
+                f32(t.margin), f32(self.m.ln_eps))
+        grads = (v["jobs"], v["grads"], v["layout"], v["X"], v["A"], v["U"], v["DS"], v["DY"], v["NRM"], v["Z"],
+                 v["DH0"], self.images, v["batches"], v["flips"], v["ctr"], i32(self.m.embed == "full"),
+                 f32(self.m.input_shift), v["scratch"], v["counters"], v["stats"], i32(st.width), i32(B), i32(K),
+                 i32(d), i32(H), i32(C), i32(L))
+        update = (v["params"], v["velocity"], v["grads"], i32(self.P), i32(self.T), v["lrs"], v["ctr"], v["stats"],
+                  i32(st.width), f32(t.clip_threshold), f32(t.clip_norm), f32(t.momentum), f32(t.weight_decay))
+        return [
+            self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"]),
+            Launch("fused_rows", math.ceil(B / self.g.rows), rows, self.g.fused_smem, self.tw.fused_rows()),
+            Launch("fused_weight_grads", len(self.g.jobs), grads, check=self.tw.fused_weight_grads()),
+            Launch("sgd_clip_update", self._elementwise_grid(self.P), update, check=self.tw.sgd_clip_update()),
+        ]
+
+    def ops_step(self) -> list[Launch]:
+        B, d, H, C, K, L = self._dims()
+        v, t, st, pv, gv, tw = self.v, self.t, self.stats, self.pv, self.gv, self.tw
+        loss_grid = math.ceil(B / THREADS)
+        margin = (f32(t.margin),) if t.loss == "margin" else ()
+        kind = "margin_loss" if t.loss == "margin" else "cross_entropy"
+        out = [self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"])]
+        for i in range(L):
+            out += self._block_forward(i)
+        out.append(self._head_forward())
+        out.append(Launch(f"{kind}_forward", loss_grid, (v["Z"], self.labels, v["batches"], v["ctr"], v["PS"], v["stats"],
+                                                         i32(st.width), i32(B), i32(C)) + margin,
+                          check=tw.loss_forward(kind)))
+        out.append(Launch(f"{kind}_backward", loss_grid, (v["Z"], self.labels, v["batches"], v["ctr"], v["DZ"], i32(B),
+                                                          i32(C)) + margin, check=tw.loss_backward(kind)))
+        out.append(self._backward_weight("head_backward_weight", v["X"][L], v["DZ"], "head.weight", "head.bias", d, C))
+        out.append(self._backward_input("head_backward_input", v["DZ"], "head.weight", v["G1"], d, C))
+        ln = self.g.layernorm_grads
+        for i in reversed(range(L)):
+            p = f"blocks.{i}."
+            args = (v["G1"], v["NRM"][i], v["RSTD"][i], pv[p + "ln.gamma"], v["G2"], gv[p + "ln.gamma"], gv[p + "ln.beta"],
+                    i32(B), i32(d), i32(self.g.row_blocks), i32(ln.splits), v["scratch"], v["counters"])
+            out.append(Launch("residual_layernorm_backward", self.g.row_blocks + ln.tiles * ln.splits, args,
+                              check=tw.residual_layernorm_backward(i)))
+            out.append(self._backward_weight("fc2_backward_weight", v["A"][i], v["G2"], p + "fc2.weight", p + "fc2.bias", H, d))
+            out.append(self._backward_input("fc2_backward_input", v["G2"], p + "fc2.weight", v["GH"], H, d))
+            out.append(Launch("gelu_backward", self._elementwise_grid(B * H), (v["GH"], v["U"][i], v["GH"], i32(B * H)),
+                              check=tw.gelu_backward(i)))
+            out.append(self._backward_weight("fc1_backward_weight", v["X"][i], v["GH"], p + "fc1.weight", p + "fc1.bias", d, H))
+            out.append(self._backward_input("fc1_backward_input", v["GH"], p + "fc1.weight", v["G3"], d, H))
+            out.append(Launch("residual_join", self._elementwise_grid(B * d),
+                              (v["G2"], v["G3"], v["G1"], i32(B * d), v["ctr"], v["stats"], i32(st.width),
+                               i32(st.path + 3 * i)), check=tw.residual_join(i)))
+        gm, sk = self._splitk("embed_backward")
+        out.append(Launch("embed_backward", gm.grid, (self.images, v["batches"], v["flips"], v["ctr"],
+                                                      i32(self.m.embed == "full"), f32(self.m.input_shift), v["G1"],
+                                                      gv["embed.weight"], i32(B), i32(K), i32(d)) + sk,
+                          check=tw.embed_backward()))
+        out.append(Launch("grad_norm_sq", math.ceil(self.P / 4096), (v["grads"], v["layout"], i32(self.T), v["ctr"],
+                                                                     v["stats"], i32(st.width)),
+                          check=tw.grad_norm_sq()))
+        out.append(Launch("grad_norm_clip", self._elementwise_grid(self.P),
+                          (v["grads"], i32(self.P), i32(self.T), v["ctr"], v["stats"], i32(st.width),
+                           f32(t.clip_threshold), f32(t.clip_norm)), check=tw.grad_norm_clip()))
+        out.append(Launch("sgd_momentum_update", self._elementwise_grid(self.P),
+                          (v["params"], v["velocity"], v["grads"], i32(self.P), v["lrs"], v["ctr"], f32(t.momentum),
+                           f32(t.weight_decay)), check=tw.sgd_momentum_update()))
+        return out
+
+    def _backward_weight(self, gemm, x, dy, w, b, n_in, n_out) -> Launch:
+        gm, sk = self._splitk(gemm)
+        args = (x, dy, self.gv[w], self.gv[b], i32(self.g.batch), i32(n_in), i32(n_out)) + sk
+        return Launch("linear_backward_weight", gm.grid, args, check=self.tw.linear_backward_weight(x, dy, w, b))
+
+    def _backward_input(self, gemm, dy, w, dx, n_in, n_out) -> Launch:
+        gm, sk = self._splitk(gemm)
+        args = (dy, self.pv[w], dx, i32(self.g.batch), i32(n_in), i32(n_out)) + sk
+        return Launch("linear_backward_input", gm.grid, args, check=self.tw.linear_backward_input(dy, w, dx))

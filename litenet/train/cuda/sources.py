@@ -1,0 +1,72 @@
+"""The kernel sources: where they are, their `#include`s resolved, and each kernel's signature.
+
+NVRTC (through CuPy) compiles one `.cu` file into one module for the GPU in hand; the local
+`.cuh` headers are inlined here so no include path has to reach NVRTC. The signatures let the
+backend check every launch's arguments against the kernel before anything runs (a wrong argument
+is silent memory corruption on a GPU).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from litenet.resources import kernels_dir
+
+# One operation per file (CONVENTIONS.md); the fused kernels have their own files.
+KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "sgd",
+                "fused_rows", "fused_weight_grads")
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # "pointer", "int" or "float"
+
+
+def source_path(name: str) -> Path:
+    return kernels_dir() / f"{name}.cu"
+
+
+@lru_cache(maxsize=None)
+def read_source(name: str) -> str:
+    """The `.cu` file with its local headers inlined (each header once, `#pragma once` style)."""
+    seen: set[str] = set()
+
+    def expand(path: Path) -> str:
+        def include(match):
+            header = match.group(1)
+            if header in seen:
+                return ""
+            seen.add(header)
+            return expand(path.parent / header)
+        return _INCLUDE.sub(include, path.read_text(encoding="utf-8").replace("#pragma once", ""))
+
+    return expand(source_path(name))
+
+
+@lru_cache(maxsize=None)
+def signatures(name: str) -> dict[str, tuple[Param, ...]]:
+    """Kernel name → its parameters, read from the `extern "C" __global__` declarations."""
+    out = {}
+    for kernel, params in _KERNEL.findall(source_path(name).read_text(encoding="utf-8")):
+        parsed = []
+        for text in (p.strip() for p in params.split(",")):
+            words = text.replace("*", " * ").split()
+            kind = "pointer" if "*" in words else ("float" if "float" in words else "int")
+            parsed.append(Param(words[-1], kind))
+        out[kernel] = tuple(parsed)
+    return out
+
+
+def kernel_file(kernel: str) -> str:
+    """The file that defines `kernel`."""
+    for name in KERNEL_FILES:
+        if kernel in signatures(name):
+            return name
+    raise KeyError(f"no kernel named {kernel} in kernels/")

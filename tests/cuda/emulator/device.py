@@ -1,0 +1,57 @@
+"""EmuDevice: the CudaBackend's device interface (litenet/train/cuda/device.py) on the CPU.
+
+NumPy arrays stand in for device memory and the emulated kernels run on them; a "captured
+graph" is the recorded launch list, replayed in order, which is what a CUDA graph does for a
+single stream — so the device-side step counter and schedule are exercised as on a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernel
+
+
+class EmuDevice:
+    name = "CPU emulator"
+    capability = "emulated"
+
+    def __init__(self, sm_count: int = 4):
+        self.xp = np
+        self.sm_count = sm_count  # small, so split-K and several row blocks happen at test sizes
+        self.launches = 0
+
+    def kernel(self, name: str):
+        return kernel(name)
+
+    def launch(self, launch) -> None:
+        self.launches += 1
+        self.kernel(launch.kernel)((launch.grid,), (256,), launch.args, shared_mem=launch.shared)
+
+    def capture(self, launches):
+        return list(launches)
+
+    def replay(self, graph) -> None:
+        for launch in graph:
+            self.launch(launch)
+
+    def allocate(self, plan):
+        return plan.allocate(np)
+
+    def to_device(self, host):
+        return np.array(host, copy=True, order="C")
+
+    def upload(self, view, host) -> None:
+        view[...] = np.asarray(host, dtype=view.dtype).reshape(view.shape)
+
+    def download(self, view) -> np.ndarray:
+        return np.array(view)
+
+    def fill(self, view, value) -> None:
+        view[...] = value
+
+    def synchronize(self) -> None:
+        pass
+
+    def memory(self) -> dict:
+        return {"device": self.name}
