@@ -203,9 +203,11 @@ class CudaBackend:
                 raise TypeError(f"{launch.kernel}: {len(launch.args)} arguments for {len(params)} parameters")
             for p, arg in zip(params, launch.args):
                 ok = (isinstance(arg, np.int32) if p.kind == "int" else isinstance(arg, np.float32) if p.kind == "float"
-                      else hasattr(arg, "shape") and not np.isscalar(arg))
+                      else hasattr(arg, "shape") and not np.isscalar(arg) and arg.dtype == np.dtype(p.dtype)
+                      and arg.flags.c_contiguous)
                 if not ok:
-                    raise TypeError(f"{launch.kernel}: argument {p.name} should be a {p.kind}, got {type(arg).__name__}")
+                    raise TypeError(f"{launch.kernel}: argument {p.name} should be a {p.kind} {p.dtype}, got "
+                                    f"{type(arg).__name__} {getattr(arg, 'dtype', '')}")
         return launches
 
 

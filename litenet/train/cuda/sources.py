@@ -23,10 +23,15 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
 
 
+# The element type behind each pointer parameter, as a NumPy dtype.
+POINTEE = {"float": "float32", "int": "int32", "unsigned char": "uint8", "unsigned int": "uint32"}
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
     kind: str  # "pointer", "int" or "float"
+    dtype: str = ""  # what a pointer points to (POINTEE), "" for scalars
 
 
 def source_path(name: str) -> Path:
@@ -58,8 +63,11 @@ def signatures(name: str) -> dict[str, tuple[Param, ...]]:
         parsed = []
         for text in (p.strip() for p in params.split(",")):
             words = text.replace("*", " * ").split()
-            kind = "pointer" if "*" in words else ("float" if "float" in words else "int")
-            parsed.append(Param(words[-1], kind))
+            if "*" in words:
+                base = " ".join(w for w in words[:words.index("*")] if w != "const")
+                parsed.append(Param(words[-1], "pointer", POINTEE[base]))
+            else:
+                parsed.append(Param(words[-1], "float" if "float" in words else "int"))
         out[kernel] = tuple(parsed)
     return out
 

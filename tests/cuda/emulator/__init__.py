@@ -69,6 +69,9 @@ class EmuKernel:
             if param.kind == "pointer":
                 if not isinstance(arg, np.ndarray):
                     raise TypeError(f"{self.name}.{param.name}: expected an array, got {type(arg).__name__}")
+                if arg.dtype != np.dtype(param.dtype) or not arg.flags.c_contiguous:
+                    raise TypeError(f"{self.name}.{param.name}: expected a contiguous {param.dtype} array, "
+                                    f"got {arg.dtype}{'' if arg.flags.c_contiguous else ' (not contiguous)'}")
                 value = ctypes.c_void_p(arg.ctypes.data)
             elif param.kind == "int":
                 if not isinstance(arg, np.int32):

@@ -1,0 +1,354 @@
+"""The one helper that holds any kernel to its NumPy twin: `compare_kernel(runner, name, **shape)`.
+
+A case per kernel draws fresh random inputs at the given shape, poisons the outputs with NaN (an
+unwritten value then fails), launches through the runner — the CPU emulator or CuPy on a GPU —
+recomputes the outputs with the twin in float64, and compares every output (forward values and
+every gradient) within the tolerances of litenet.train.cuda.check (computed from the number of
+rounded terms behind each value). Split-K counters must come back to zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from litenet.model import ModelConfig, param_layout, param_views
+from litenet.train import reference as ref
+from litenet.train.cuda.check import compare
+from litenet.train.cuda.geometry import weight_grad_jobs
+from litenet.train.cuda.layout import StatsLayout, param_offsets
+
+i32, f32 = np.int32, np.float32
+
+
+class Runner:
+    """Launches kernels on the emulator ("emu") or on the GPU through CuPy ("cupy")."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        if kind == "emu":
+            import emulator
+            self.xp, self._kernel = np, emulator.kernel
+        else:
+            import cupy
+            from litenet.train.cuda.device import CupyDevice
+            self.xp, self._kernel = cupy, CupyDevice().kernel
+
+    def put(self, a):
+        return self.xp.array(np.ascontiguousarray(a))
+
+    def get(self, a) -> np.ndarray:
+        return a.get() if hasattr(a, "get") else np.array(a)
+
+    def launch(self, name, grid, args, shared=0):
+        self._kernel(name)((int(grid),), (256,), args, shared_mem=int(shared))
+
+
+CASES = {}
+
+
+def case(*names):
+    def register(fn):
+        for n in names:
+            CASES[n] = fn
+        return fn
+    return register
+
+
+def compare_kernel(runner: Runner, name: str, seed: int = 0, **shape) -> dict[str, float]:
+    """Run kernel `name` at `shape` and compare it with its twin; returns output → error / bound."""
+    rng = np.random.default_rng(seed)
+    got, want, terms, counters = CASES[name](runner, rng, name, **shape)
+    out = {}
+    for k in want:
+        if terms.get(k) == 0:  # exact by design (see the case)
+            np.testing.assert_array_equal(runner.get(got[k]), want[k], err_msg=f"{name}: {k}")
+            out[k] = 0.0
+        else:
+            out[k] = compare(name, k, runner.get(got[k]), want[k], terms.get(k, 1))
+    if counters is not None:
+        assert not runner.get(counters).any(), f"{name}: split-K counters not returned to zero"
+    return out
+
+
+def _nan(r, shape):
+    return r.put(np.full(shape, np.nan, f32))
+
+
+def _splitk(r, tiles, splits, slab=4096):
+    return r.put(np.zeros(max(tiles * splits * slab, 1), f32)), r.put(np.zeros(tiles, np.uint32))
+
+
+def _tiles(M, N):
+    return math.ceil(M / 64) * math.ceil(N / 64)
+
+
+def _schedule(r, rng, N, B):
+    """A 3-step schedule and the counter at step 1, so kernels must index by the counter."""
+    batches = rng.integers(0, N, (3, B)).astype(i32)
+    flips = (rng.random((3, B)) < 0.5).astype(np.uint8)
+    return r.put(batches), r.put(flips), r.put(np.array([1, 0], i32)), batches[1], flips[1]
+
+
+def _flipped(images, index, flip):
+    x = images[index]
+    return np.where(flip.astype(bool)[:, None, None, None], x[:, :, ::-1], x)
+
+
+# -- the cases ---------------------------------------------------------------------------------------
+
+@case("embed_forward", "embed_backward")
+def _embed(r, rng, name, B, d, embed="channel-sum", shift=0.0, splits=1):
+    N, K = B + 5, 1024 if embed == "channel-sum" else 3072
+    images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
+    batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
+    x = _flipped(images, index, flip)
+    W = (rng.standard_normal((K, d)) / np.sqrt(K)).astype(f32)
+    common = (r.put(images), batches, flips, ctr, i32(embed == "full"), f32(shift))
+    if name == "embed_forward":
+        tiles = _tiles(B, d)
+        scratch, counters = _splitk(r, tiles, splits)
+        out = _nan(r, (B, d))
+        r.launch(name, tiles * splits, common + (r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+        return {"h0": out}, {"h0": ref.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
+    dh = rng.standard_normal((B, d)).astype(f32)
+    tiles = _tiles(K, d)
+    scratch, counters = _splitk(r, tiles, splits)
+    out = _nan(r, (K, d))
+    r.launch(name, tiles * splits, common + (r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+    want = ref.embed_backward(dh.astype(np.float64), x, W.astype(np.float64), embed, shift)[0]
+    return {"∂We": out}, {"∂We": want}, {"∂We": 3 * B}, counters
+
+
+@case("linear_forward", "linear_gelu_forward", "linear_backward_input", "linear_backward_weight")
+def _linear(r, rng, name, B, n_in, n_out, splits=1):
+    x = rng.standard_normal((B, n_in)).astype(f32)
+    W = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(f32)
+    b = rng.standard_normal(n_out).astype(f32)
+    dy = rng.standard_normal((B, n_out)).astype(f32)
+    x64, W64, b64, dy64 = (a.astype(np.float64) for a in (x, W, b, dy))
+    if name in ("linear_forward", "linear_gelu_forward"):
+        tiles = _tiles(B, n_out)
+        scratch, counters = _splitk(r, tiles, splits)
+        outs = [_nan(r, (B, n_out)) for _ in range(1 if name == "linear_forward" else 2)]
+        r.launch(name, tiles * splits, (r.put(x), r.put(W), r.put(b), *outs, i32(B), i32(n_in), i32(n_out), i32(splits),
+                                        scratch, counters))
+        if name == "linear_forward":
+            return {"y": outs[0]}, {"y": ref.linear_forward(x64, W64, b64)}, {"y": n_in}, counters
+        u, a = ref.linear_gelu_forward(x64, W64, b64)
+        return {"u": outs[0], "a": outs[1]}, {"u": u, "a": a}, {"u": n_in, "a": n_in}, counters
+    dx_ref, dW_ref, db_ref = ref.linear_backward(dy64, x64, W64)
+    if name == "linear_backward_input":
+        tiles = _tiles(B, n_in)
+        scratch, counters = _splitk(r, tiles, splits)
+        dx = _nan(r, (B, n_in))
+        r.launch(name, tiles * splits, (r.put(dy), r.put(W), dx, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
+                                        counters))
+        return {"∂x": dx}, {"∂x": dx_ref}, {"∂x": n_out}, counters
+    tiles = _tiles(n_in + 1, n_out)
+    scratch, counters = _splitk(r, tiles, splits)
+    dW, db = _nan(r, (n_in, n_out)), _nan(r, (n_out,))
+    r.launch(name, tiles * splits, (r.put(x), r.put(dy), dW, db, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
+                                    counters))
+    return {"∂W": dW, "∂b": db}, {"∂W": dW_ref, "∂b": db_ref}, {"∂W": B, "∂b": B}, counters
+
+
+@case("gelu_forward", "gelu_backward")
+def _gelu(r, rng, name, n, grid=3):
+    u = (3 * rng.standard_normal(n)).astype(f32)
+    da = rng.standard_normal(n).astype(f32)
+    out = _nan(r, (n,))
+    if name == "gelu_forward":
+        r.launch(name, grid, (r.put(u), out, i32(n)))
+        return {"a": out}, {"a": ref.gelu_forward(u.astype(np.float64))}, {}, None
+    r.launch(name, grid, (r.put(da), r.put(u), out, i32(n)))
+    return {"∂u": out}, {"∂u": ref.gelu_backward(da.astype(np.float64), u.astype(np.float64))}, {}, None
+
+
+@case("residual_layernorm_forward", "residual_layernorm_backward")
+def _layernorm(r, rng, name, B, d, splits=1):
+    x, v, dy = (rng.standard_normal((B, d)).astype(f32) for _ in range(3))
+    gamma, beta = (1 + 0.3 * rng.standard_normal(d)).astype(f32), rng.standard_normal(d).astype(f32)
+    y_ref, (n_ref, rstd_ref) = ref.residual_layernorm_forward(x.astype(np.float64), v.astype(np.float64),
+                                                             gamma.astype(np.float64), beta.astype(np.float64), 1e-5)
+    rows = math.ceil(B / 8)
+    if name == "residual_layernorm_forward":
+        y, n, rstd = _nan(r, (B, d)), _nan(r, (B, d)), _nan(r, (B,))
+        r.launch(name, rows, (r.put(x), r.put(v), r.put(gamma), r.put(beta), y, n, rstd, i32(B), i32(d), f32(1e-5)))
+        return {"y": y, "n": n, "rstd": rstd}, {"y": y_ref, "n": n_ref, "rstd": rstd_ref[:, 0]}, \
+            {"y": d, "n": d, "rstd": d}, None
+    nrm, rstd = n_ref.astype(f32), rstd_ref[:, 0].astype(f32)
+    ds_ref, dg_ref, db_ref = ref.residual_layernorm_backward(dy.astype(np.float64), (nrm.astype(np.float64),
+                                                             rstd.astype(np.float64)[:, None]), gamma.astype(np.float64))
+    tiles = math.ceil(2 * d / 64)
+    scratch, counters = _splitk(r, tiles, splits, slab=64)
+    ds, dg, db = _nan(r, (B, d)), _nan(r, (d,)), _nan(r, (d,))
+    r.launch(name, rows + tiles * splits, (r.put(dy), r.put(nrm), r.put(rstd), r.put(gamma), ds, dg, db, i32(B), i32(d),
+                                           i32(rows), i32(splits), scratch, counters))
+    return {"∂s": ds, "∂γ": dg, "∂β": db}, {"∂s": ds_ref, "∂γ": dg_ref, "∂β": db_ref}, \
+        {"∂s": d, "∂γ": B, "∂β": B}, counters
+
+
+@case("residual_join")
+def _join(r, rng, name, n, grid=3):
+    ds, dxm = rng.standard_normal(n).astype(f32), rng.standard_normal(n).astype(f32)
+    stats = np.zeros((2, 8), f32)
+    stats[1, 4:7] = [1.0, 2.0, 3.0]  # the join adds to what is already there
+    dx, st = _nan(r, (n,)), r.put(stats)
+    r.launch(name, grid, (r.put(ds), r.put(dxm), dx, i32(n), r.put(np.array([1, 0], i32)), st, i32(8), i32(4)))
+    want_dx, sums = ref.residual_join(ds.astype(np.float64), dxm.astype(np.float64))
+    return {"∂x": dx, "stats": st}, {"∂x": want_dx, "stats": _with(stats, 1, 4, np.array([1, 2, 3]) + sums)}, \
+        {"stats": n}, None
+
+
+def _with(stats, row, col, values):
+    out = stats.astype(np.float64).copy()
+    out[row, col:col + len(values)] = values
+    return out
+
+
+@case("margin_loss_forward", "margin_loss_backward", "cross_entropy_forward", "cross_entropy_backward")
+def _loss(r, rng, name, B, C, ties=False):
+    z = rng.standard_normal((B, C)).astype(f32)
+    if ties:  # equal logits: the rival must be the first index, as reference.rival_class takes it
+        z = np.round(z).astype(f32)
+    N = B + 3
+    labels = rng.integers(0, C, N).astype(np.uint8)
+    batches, _, ctr, index, _ = _schedule(r, rng, N, B)
+    y = labels[index].astype(np.int64)
+    z64 = z.astype(np.float64)
+    margin = name.startswith("margin")
+    extra = (f32(0.3),) if margin else ()
+    grid = math.ceil(B / 256)
+    if name.endswith("forward"):
+        per, stats = _nan(r, (B,)), r.put(np.zeros((2, 4), f32))
+        r.launch(name, grid, (r.put(z), r.put(labels), batches, ctr, per, stats, i32(4), i32(B), i32(C)) + extra)
+        value, per_ref = ref.margin_loss_forward(z64, y, 0.3) if margin else ref.cross_entropy_forward(z64, y)
+        return {"ℓ": per, "stats": stats}, {"ℓ": per_ref, "stats": _with(np.zeros((2, 4)), 1, 0, [value])}, \
+            {"ℓ": C, "stats": B}, None
+    dz = _nan(r, (B, C))
+    r.launch(name, grid, (r.put(z), r.put(labels), batches, ctr, dz, i32(B), i32(C)) + extra)
+    want = ref.margin_loss_backward(z64, y, 0.3) if margin else ref.cross_entropy_backward(z64, y)
+    return {"∂z": dz}, {"∂z": want}, {"∂z": C}, None
+
+
+def _flat_grads(rng, model):
+    specs = param_layout(model)
+    g = rng.standard_normal(specs[-1].offset + specs[-1].size).astype(f32)
+    return g, param_offsets(model), StatsLayout.of(model)
+
+
+@case("grad_norm_sq", "grad_norm_clip", "sgd_momentum_update", "sgd_clip_update")
+def _optimiser(r, rng, name, width, hidden, blocks=1, threshold=10.0, grid=5):
+    model = ModelConfig(width=width, hidden=hidden, blocks=blocks)
+    g, offsets, st = _flat_grads(rng, model)
+    P, T = len(g), st.tensors
+    g64 = g.astype(np.float64)
+    sq = np.array([float(np.vdot(x, x)) for x in param_views(g64, model).values()])
+    stats = np.zeros((2, st.width), f32)
+    ctr = np.array([1, 0], i32)
+    if name == "grad_norm_sq":
+        s = r.put(stats)
+        r.launch(name, math.ceil(P / 4096), (r.put(g), r.put(offsets), i32(T), r.put(ctr), s, i32(st.width)))
+        return {"stats": s}, {"stats": _with(stats, 1, st.grad_sq, sq)}, {"stats": P}, None
+    stats[1, st.grad_sq:st.grad_sq + T] = sq
+    norm = float(np.sqrt(sq.sum()))
+    if name == "grad_norm_clip":
+        gd, s = r.put(g), r.put(stats)
+        r.launch(name, grid, (gd, i32(P), i32(T), r.put(ctr), s, i32(st.width), f32(threshold), f32(1.0)))
+        want_g = g64.copy()
+        ref.grad_norm_clip(want_g, threshold, 1.0)
+        return {"g": gd, "stats": s}, {"g": want_g, "stats": _with(stats, 1, 1, [norm, float(norm > threshold)])}, \
+            {"g": P, "stats": P}, None
+    w, v = rng.standard_normal(P).astype(f32), rng.standard_normal(P).astype(f32)
+    lrs = np.array([0.3, 0.05, 0.7], f32)
+    wd, vd, cd = r.put(w), r.put(v), r.put(ctr)
+    if name == "sgd_momentum_update":
+        r.launch(name, grid, (wd, vd, r.put(g), i32(P), r.put(lrs), cd, f32(0.9), f32(1e-4)))
+        # float32 twin, compared exactly: the kernel rounds each operation as NumPy does (sgd.cu)
+        ref.sgd_momentum_update(w, v, g.copy(), lrs[1], 0.9, 1e-4)
+        exact = {"w": 0, "v": 0}
+        want = {"w": w, "v": v, "ctr": np.array([2, 0])}
+        got = {"w": wd, "v": vd, "ctr": cd}
+        return got, want, exact, None
+    s = r.put(stats)
+    r.launch(name, grid, (wd, vd, r.put(g), i32(P), i32(T), r.put(lrs), cd, s, i32(st.width), f32(threshold), f32(1.0),
+                          f32(0.9), f32(1e-4)))
+    w64, v64 = w.astype(np.float64), v.astype(np.float64)
+    ref.sgd_clip_update(w64, v64, g64.copy(), float(lrs[1]), 0.9, 1e-4, threshold, 1.0)
+    return {"w": wd, "v": vd, "stats": s, "ctr": cd}, \
+        {"w": w64, "v": v64, "stats": _with(stats, 1, 1, [norm, float(norm > threshold)]), "ctr": np.array([2, 0])}, \
+        {"w": P, "v": P, "stats": P}, None
+
+
+def _model_arrays(rng, model):
+    """Parameters like init_params' but with γ, β away from 1, 0 so they matter."""
+    specs = param_layout(model)
+    p = np.empty(specs[-1].offset + specs[-1].size)
+    for s in specs:
+        bound = 1 / np.sqrt(s.fan_in) if s.fan_in else 0.3
+        p[s.offset:s.offset + s.size] = rng.uniform(-bound, bound, s.size) + (1.0 if s.kind == "gamma" else 0.0)
+    return p.astype(f32)
+
+
+@case("fused_rows")
+def _fused_rows(r, rng, name, B, d, H, blocks=1, C=10, rows=4, loss="margin"):
+    model = ModelConfig(width=d, hidden=H, blocks=blocks, classes=C)
+    params, st = _model_arrays(rng, model), StatsLayout.of(model)
+    N = B + 4
+    labels = rng.integers(0, C, N).astype(np.uint8)
+    batches, _, ctr, index, _ = _schedule(r, rng, N, B)
+    h0 = rng.standard_normal((B, d)).astype(f32)
+    L = blocks
+    X = np.full((L + 1, B, d), np.nan, f32)
+    X[0] = h0
+    bufs = {"X": r.put(X), "U": _nan(r, (L, B, H)), "A": _nan(r, (L, B, H)), "NRM": _nan(r, (L, B, d)),
+            "RSTD": _nan(r, (L, B)), "DY": _nan(r, (L, B, d)), "DS": _nan(r, (L, B, d)), "Z": _nan(r, (B, C)),
+            "DH0": _nan(r, (B, d))}
+    stats = r.put(np.zeros((3, st.width), f32))
+    r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
+    smem = 4 * (rows * (4 * r4(d) + r4(H) + r4(C)) + 32)
+    r.launch(name, math.ceil(B / rows), (r.put(params), r.put(param_offsets(model)), *bufs.values(), r.put(labels),
+                                         batches, ctr, stats, i32(st.width), i32(st.path), i32(B), i32(d), i32(H), i32(C),
+                                         i32(L), i32(rows), i32(0 if loss == "margin" else 1), f32(0.3), f32(1e-5)),
+             shared=smem)
+    want = ref.fused_rows(param_views(params.astype(np.float64), model), h0.astype(np.float64),
+                          labels[index].astype(np.int64), L, loss, 0.3, 1e-5)
+    stats_want = np.zeros((3, st.width))
+    stats_want[1, 0] = want["loss"]
+    stats_want[1, st.path:] = want["path"].ravel()
+    chain = 4 * L * (d + H) + C
+    got = {**bufs, "stats": stats}
+    return got, {**{k: want[k] for k in bufs}, "stats": stats_want}, {k: chain for k in got}, None
+
+
+@case("fused_weight_grads")
+def _fused_weight_grads(r, rng, name, B, d, H, blocks=1, C=10, embed="channel-sum", sm_count=4):
+    model = ModelConfig(embed=embed, width=d, hidden=H, blocks=blocks, classes=C)
+    st, L, K = StatsLayout.of(model), blocks, model.embed_inputs
+    jobs, scratch_n, counters_n = weight_grad_jobs(model, B, sm_count)
+    N = B + 4
+    images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
+    batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
+    saved = {"X": (L + 1, B, d), "A": (L, B, H), "U": (L, B, H), "DS": (L, B, d), "DY": (L, B, d), "NRM": (L, B, d),
+             "Z": (B, C), "DH0": (B, d)}
+    host = {k: rng.standard_normal(s).astype(f32) for k, s in saved.items()}
+    host["RSTD"] = np.ones((L, B))
+    P = sum(s.size for s in param_layout(model))
+    grads = _nan(r, (P,))
+    stats = r.put(np.zeros((2, st.width), f32))
+    counters = r.put(np.zeros(counters_n, np.uint32))
+    dev = {k: r.put(host[k]) for k in saved}
+    r.launch(name, len(jobs), (r.put(jobs), grads, r.put(param_offsets(model)), dev["X"], dev["A"], dev["U"], dev["DS"],
+                               dev["DY"], dev["NRM"], dev["Z"], dev["DH0"], r.put(images), batches, flips, ctr,
+                               i32(embed == "full"), f32(0.0), r.put(np.zeros(scratch_n, f32)), counters, stats,
+                               i32(st.width), i32(B), i32(K), i32(d), i32(H), i32(C), i32(L)))
+    p64 = param_views(np.zeros(P), model)
+    want = ref.fused_weight_grads({k: v.astype(np.float64) for k, v in host.items()}, _flipped(images, index, flip), p64,
+                                  L, embed)
+    flat = np.concatenate([want[s.name].ravel() for s in param_layout(model)])
+    stats_want = np.zeros((2, st.width))
+    stats_want[1, st.grad_sq:st.path] = [float(np.vdot(want[s.name], want[s.name])) for s in param_layout(model)]
+    return {"grads": grads, "stats": stats}, {"grads": flat, "stats": stats_want}, \
+        {"grads": 3 * B, "stats": max(s.size for s in param_layout(model))}, counters

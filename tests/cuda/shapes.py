@@ -1,0 +1,53 @@
+"""The shapes every kernel is tested at, CPU emulator and GPU alike: odd sizes, sizes just past a
+tile (64) or a block (256), one row, and split reductions — never only multiples of a block."""
+
+KERNEL_SHAPES = [
+    ("embed_forward", dict(B=5, d=20)),
+    ("embed_forward", dict(B=70, d=65, embed="full", shift=0.5, splits=3)),
+    ("embed_forward", dict(B=1, d=3, splits=7)),
+    ("embed_backward", dict(B=37, d=20, splits=2)),
+    ("embed_backward", dict(B=9, d=66, embed="full", shift=0.25)),
+    ("linear_forward", dict(B=37, n_in=65, n_out=10)),
+    ("linear_forward", dict(B=130, n_in=3, n_out=129, splits=1)),
+    ("linear_forward", dict(B=1, n_in=300, n_out=7, splits=4)),
+    ("linear_gelu_forward", dict(B=70, n_in=50, n_out=257)),
+    ("linear_gelu_forward", dict(B=3, n_in=200, n_out=33, splits=3)),
+    ("linear_backward_input", dict(B=37, n_in=65, n_out=10)),
+    ("linear_backward_input", dict(B=100, n_in=17, n_out=300, splits=5)),
+    ("linear_backward_weight", dict(B=37, n_in=65, n_out=10)),
+    ("linear_backward_weight", dict(B=300, n_in=63, n_out=70, splits=4)),
+    ("linear_backward_weight", dict(B=1, n_in=5, n_out=3)),
+    ("gelu_forward", dict(n=1000)),
+    ("gelu_forward", dict(n=7, grid=1)),
+    ("gelu_backward", dict(n=1000)),
+    ("residual_layernorm_forward", dict(B=13, d=64)),
+    ("residual_layernorm_forward", dict(B=9, d=257)),
+    ("residual_layernorm_forward", dict(B=1, d=5)),
+    ("residual_layernorm_backward", dict(B=13, d=64)),
+    ("residual_layernorm_backward", dict(B=300, d=33, splits=3)),
+    ("residual_join", dict(n=1000)),
+    ("residual_join", dict(n=3, grid=1)),
+    ("margin_loss_forward", dict(B=300, C=10)),
+    ("margin_loss_forward", dict(B=40, C=3, ties=True)),
+    ("margin_loss_backward", dict(B=300, C=10)),
+    ("margin_loss_backward", dict(B=40, C=4, ties=True)),
+    ("cross_entropy_forward", dict(B=300, C=10)),
+    ("cross_entropy_backward", dict(B=37, C=7)),
+    ("grad_norm_sq", dict(width=20, hidden=30, blocks=2)),
+    ("grad_norm_sq", dict(width=64, hidden=256)),
+    ("grad_norm_clip", dict(width=20, hidden=30, threshold=1.0)),
+    ("grad_norm_clip", dict(width=20, hidden=30, threshold=1e6)),
+    ("sgd_momentum_update", dict(width=20, hidden=30)),
+    ("sgd_clip_update", dict(width=20, hidden=30, threshold=1.0)),
+    ("sgd_clip_update", dict(width=20, hidden=30, threshold=1e6, blocks=2)),
+    ("fused_rows", dict(B=13, d=16, H=40, rows=4)),
+    ("fused_rows", dict(B=9, d=33, H=70, blocks=2, rows=3, loss="cross-entropy", C=7)),
+    ("fused_rows", dict(B=5, d=64, H=256, rows=1)),
+    ("fused_rows", dict(B=20, d=12, H=300, rows=16, C=10)),
+    ("fused_weight_grads", dict(B=13, d=16, H=40)),
+    ("fused_weight_grads", dict(B=300, d=20, H=70, blocks=2, embed="full", sm_count=16)),
+]
+
+
+def ids(cases):
+    return [f"{name}-" + "-".join(f"{k}{v}" for k, v in shape.items()) for name, shape in cases]

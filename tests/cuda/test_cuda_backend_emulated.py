@@ -1,0 +1,139 @@
+"""The whole CudaBackend on the CPU emulator: a step equals the reference, training tracks the NumPy
+backend, graph replay equals eager launches, check_kernels catches a wrong kernel, and the
+statistics ring, logits, state and user errors behave. Small models keep the emulator quick."""
+
+import numpy as np
+import pytest
+from emulator.device import EmuDevice
+
+from litenet.errors import LiteNetError
+from litenet.model import ModelConfig, TrainConfig, init_params, param_views
+from litenet.train.cuda.backend import CudaBackend
+from litenet.train.cuda.check import KernelMismatch, compare
+from litenet.train.numpy_backend import NumpyBackend
+
+SMALL = ModelConfig(width=16, hidden=40, blocks=2)
+FULL = ModelConfig(embed="full", input_shift=0.5, width=20, hidden=24, blocks=1, classes=7)
+TRAIN = TrainConfig(batch_size=12, lr_base=0.2)
+
+
+def data(n=40, classes=10, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8), rng.integers(0, classes, n)
+
+
+def schedule(steps, n, batch, seed=1, flips=True):
+    rng = np.random.default_rng(seed)
+    batches = np.stack([rng.permutation(n)[:batch] for _ in range(steps)])
+    return batches, np.linspace(0.05, 0.2, steps), (rng.random((steps, batch)) < 0.5) if flips else None
+
+
+def pair(model, train, plan, dtype=np.float32, **options):
+    images, labels = data(classes=model.classes)
+    params = init_params(model, train.seed)
+    cuda = CudaBackend(model, train, params, plan=plan, device=EmuDevice(), **options)
+    ref = NumpyBackend(model, train, params, dtype=dtype)
+    for b in (cuda, ref):
+        b.load_dataset(images, labels)
+    return cuda, ref
+
+
+@pytest.mark.parametrize("plan", ["fused", "ops"])
+@pytest.mark.parametrize("model,loss", [(SMALL, "margin"), (FULL, "cross-entropy")])
+def test_one_step_equals_reference(model, loss, plan):
+    """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy."""
+    train = TrainConfig(batch_size=12, loss=loss)
+    cuda, ref = pair(model, train, plan, dtype=np.float64)
+    args = schedule(1, 40, 12)
+    cuda.train_steps(*args)
+    ref.train_steps(*args)
+    got, want = cuda.state(), ref.state()
+    chain = 3 * model.embed_inputs + 4 * model.blocks * (model.width + model.hidden) + 3 * train.batch_size
+    for name, g in param_views(got["velocity"], model).items():
+        compare("step", f"gradient of {name}", g, param_views(want["velocity"], model)[name], chain)
+    a, b = cuda.fetch_stats(), ref.fetch_stats()
+    for key in ("loss", "grad_norm", "grad_sq", "path"):
+        compare("step", key, a[key], b[key], chain)
+    assert (a["clipped"] == b["clipped"]).all()
+
+
+@pytest.mark.parametrize("plan", ["fused", "ops"])
+def test_training_tracks_numpy_backend(plan):
+    cuda, ref = pair(SMALL, TRAIN, plan)
+    args = schedule(25, 40, 12)
+    cuda.train_steps(*args)
+    ref.train_steps(*args)
+    a, b = cuda.fetch_stats()["loss"], ref.fetch_stats()["loss"]
+    np.testing.assert_allclose(a, b, rtol=1e-3)
+
+
+def test_graph_replay_equals_eager_launches():
+    replayed, _ = pair(SMALL, TRAIN, "fused")
+    eager, _ = pair(SMALL, TRAIN, "fused", graph=False)
+    args = schedule(4, 40, 12)
+    for b in (replayed, eager):
+        b.train_steps(*args)
+    np.testing.assert_array_equal(replayed.state()["params"], eager.state()["params"])
+    np.testing.assert_array_equal(replayed.fetch_stats()["loss"], eager.fetch_stats()["loss"])
+
+
+def test_statistics_ring_wraps_and_steps_continue():
+    cuda, ref = pair(SMALL, TRAIN, "fused", capacity=8)
+    args = schedule(20, 40, 12, flips=False)
+    cuda.train_steps(*args)
+    ref.train_steps(*args)
+    a, b = cuda.fetch_stats(), ref.fetch_stats()
+    assert a["loss"].shape == (20,) and a["path"].shape == (20, 2, 3) and a["grad_sq"].shape == (20, 15)
+    np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-3)
+    assert cuda.fetch_stats()["loss"].shape == (0,)
+
+
+@pytest.mark.parametrize("plan,kernel,buffer", [("fused", "fused_rows", "DS"), ("ops", "residual_join", "G1")])
+def test_check_kernels_names_the_wrong_kernel(plan, kernel, buffer):
+    class Faulty(EmuDevice):  # corrupts one value of one output right after the kernel runs
+        def launch(self, launch):
+            super().launch(launch)
+            if launch.kernel == kernel:
+                self.target.reshape(-1)[3] += 0.5
+
+    images, labels = data()
+    cuda = CudaBackend(SMALL, TRAIN, init_params(SMALL, 0), plan=plan, device=Faulty(), check_kernels=2)
+    cuda.dev.target = cuda.v[buffer]
+    cuda.load_dataset(images, labels)
+    with pytest.raises(KernelMismatch, match=kernel):
+        cuda.train_steps(*schedule(1, 40, 12))
+
+
+def test_check_kernels_passes_and_reports():
+    cuda, _ = pair(SMALL, TRAIN, "ops", check_kernels=1)
+    cuda.train_steps(*schedule(2, 40, 12))
+    assert "sgd_momentum_update" in cuda.check_report
+    assert max(max(v.values()) for v in cuda.check_report.values()) <= 1.0
+
+
+def test_logits_state_and_reports():
+    cuda, ref = pair(FULL, TRAIN, "fused")
+    images, _ = data(n=30, seed=5)
+    np.testing.assert_allclose(cuda.logits(images), ref.logits(images), rtol=1e-4, atol=1e-5)
+    state = {"params": ref.params * 0.5, "velocity": ref.params * 0.1}
+    cuda.load_state(state)
+    np.testing.assert_array_equal(cuda.state()["params"], state["params"].astype(np.float32))
+    report = cuda.memory_report()
+    assert report["arena_bytes"] > 0 and "| X |" in report["buffers"]
+    assert cuda.layer_stats()["Z"]["nan"] == 0
+
+
+def test_user_mistakes_raise_litenet_error():
+    images, labels = data()
+    cuda = CudaBackend(SMALL, TRAIN, init_params(SMALL, 0), device=EmuDevice())
+    with pytest.raises(LiteNetError, match="load_dataset"):
+        cuda.train_steps(*schedule(1, 40, 12))
+    with pytest.raises(LiteNetError, match="uint8"):
+        cuda.load_dataset(images.astype(np.float32), labels)
+    cuda.load_dataset(images, labels)
+    with pytest.raises(LiteNetError, match="shape"):
+        cuda.train_steps(np.zeros((2, 5), int), np.ones(2))
+    with pytest.raises(LiteNetError, match="outside"):
+        cuda.train_steps(np.full((1, 12), 40), np.ones(1))
+    with pytest.raises(LiteNetError, match="parameters"):
+        CudaBackend(SMALL, TRAIN, np.zeros(3), device=EmuDevice())
