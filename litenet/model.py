@@ -26,6 +26,7 @@ EMBED_MODES = ("channel-sum", "full")
 INIT_MODES = ("kaiming-uniform", "normal")
 LOSSES = ("margin", "cross-entropy")
 SCHEDULES = ("constant", "cosine")
+AUGMENTS = ("none", "flip")
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,12 @@ class TrainConfig:
     loss: str = "margin"
     margin: float = 0.3
     seed: int = 0  # initialisation and the shuffling of every epoch
+    augment: str = "none"  # "flip": mirror each training image left-right with probability ½ (opt-in)
 
     def __post_init__(self):
         _check_choice("loss", self.loss, LOSSES)
         _check_choice("schedule", self.schedule, SCHEDULES)
+        _check_choice("augment", self.augment, AUGMENTS)
         if self.batch_size < 1 or self.epochs < 0:
             raise LiteNetError("batch_size must be ≥ 1 and epochs ≥ 0")
 

@@ -1,0 +1,139 @@
+"""`litenet gradcheck`: the hand-written backward against central finite differences in float64.
+
+For every parameter tensor and for the input image, sampled coordinates and random directions are
+perturbed by ±ε and the change of the loss is compared with the analytic gradient. Both losses
+are checked. The margin loss has kinks (where the hinge switches on and where the rival class
+changes), so the batch is drawn away from them: a difference quotient across a kink measures
+nothing about the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import numpy as np
+
+from litenet.model import ModelConfig, init_params, load_preset, param_layout, param_views, preset_names
+from litenet.train import network
+from litenet.train import reference as ref
+
+EPS = 1e-6  # float64: truncation error ~ε² and rounding ~1e-16/ε both stay far below 1e-6
+TOLERANCE = 1e-6
+KINK_DISTANCE = 1e-3  # keep every hinge value and rival gap this far from switching
+
+
+@dataclasses.dataclass
+class CheckResult:
+    name: str  # parameter tensor, "input", or "direction"
+    loss: str
+    rel_error: float
+
+
+def _loss(params, images, labels, model, loss, margin):
+    return network.loss_and_dlogits(network.forward(params, images, model).z, labels, loss, margin)[0]
+
+
+def _away_from_kinks(params, images, labels, model, margin) -> bool:
+    z = network.forward(params, images, model).z
+    rows = np.arange(len(labels))
+    hinge = margin - z[rows, labels] + z[rows, ref.rival_class(z, labels)]
+    others = np.sort(np.where(np.eye(z.shape[1], dtype=bool)[labels], -np.inf, z), axis=1)
+    rival_gap = others[:, -1] - others[:, -2]
+    return bool(np.all(np.abs(hinge) > KINK_DISTANCE) and np.all(rival_gap > KINK_DISTANCE)
+                and np.mean(hinge > 0) >= 0.5)
+
+
+def _draw_batch(model: ModelConfig, params, margin: float, seed: int, batch: int):
+    """Random [0, 1] images and labels with at least half the hinges active and none near a kink."""
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        images = rng.random((batch, 32, 32, 3))
+        labels = rng.integers(0, model.classes, batch)
+        if _away_from_kinks(params, images, labels, model, margin):
+            return images, labels
+    raise RuntimeError("could not draw a batch away from the margin loss's kinks")
+
+
+def relative_error(analytic: np.ndarray, numeric: np.ndarray) -> float:
+    """‖a − n‖ / max(‖a‖, ‖n‖): scale-free, and not fooled by single tiny entries."""
+    scale = max(np.linalg.norm(analytic), np.linalg.norm(numeric), 1e-30)
+    return float(np.linalg.norm(analytic - numeric) / scale)
+
+
+def check_model(model: ModelConfig, margin: float = 0.3, seed: int = 0, batch: int = 4,
+                samples: int = 24, directions: int = 4) -> list[CheckResult]:
+    """Finite-difference check of every parameter tensor and the input, for both losses."""
+    rng = np.random.default_rng(seed + 1)
+    params = init_params(model, seed, np.float64)
+    # Move γ and β off 1 and 0 so their gradients are not checked only at a special point.
+    views = param_views(params, model)
+    for p in param_layout(model):
+        if p.kind in ("gamma", "beta"):
+            views[p.name][...] += rng.uniform(-0.3, 0.3, p.shape)
+    images, labels = _draw_batch(model, params, margin, seed, batch)
+    results = []
+    for loss in ("margin", "cross-entropy"):
+        value, grads, dx, _ = network.loss_and_grads(params, images, labels, model, loss, margin, want_dx=True)
+
+        def f(p=params, x=images):
+            return _loss(p, x, labels, model, loss, margin)
+
+        for p in param_layout(model):
+            coords = rng.choice(p.size, size=min(samples, p.size), replace=False) + p.offset
+            numeric = np.array([_central(lambda e, i=i: _with_bump(params, i, e, f), EPS) for i in coords])
+            results.append(CheckResult(p.name, loss, relative_error(grads[coords], numeric)))
+        pixels = rng.choice(images.size, size=samples, replace=False)
+        numeric = np.array([_central(lambda e, i=i: _with_bump(images, i, e, lambda: f(x=images)), EPS)
+                            for i in pixels])
+        results.append(CheckResult("input", loss, relative_error(dx.ravel()[pixels], numeric)))
+        for _ in range(directions):  # the whole gradient at once, along random directions
+            r = rng.standard_normal(params.shape)
+            numeric = _central(lambda e: f(params + e * r), EPS)
+            results.append(CheckResult("direction", loss, relative_error(np.array([grads @ r]), np.array([numeric]))))
+    return results
+
+
+def _with_bump(array: np.ndarray, flat_index: int, eps: float, f) -> float:
+    """f() with one entry of `array` moved by eps, restored afterwards (copying a large buffer per
+    evaluation would cost more than the forward itself)."""
+    flat = array.reshape(-1)
+    saved = flat[flat_index]
+    flat[flat_index] = saved + eps
+    try:
+        return f()
+    finally:
+        flat[flat_index] = saved
+
+
+def _central(f, eps: float) -> float:
+    return (f(eps) - f(-eps)) / (2 * eps)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--preset", action="append", help="preset name or .toml (repeatable; default: every preset)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verbose", action="store_true", help="print every tensor's error")
+
+
+def run(args) -> int:
+    worst_overall = 0.0
+    for name in args.preset or preset_names():
+        preset = load_preset(name)
+        results = check_model(preset.model, preset.train.margin, seed=args.seed)
+        worst = max(results, key=lambda r: r.rel_error)
+        worst_overall = max(worst_overall, worst.rel_error)
+        if args.verbose:
+            for r in results:
+                print(f"  {r.loss:14s} {r.name:24s} {r.rel_error:.2e}")
+        verdict = "ok" if worst.rel_error <= TOLERANCE else "FAILED"
+        print(f"{preset.name}: {len(results)} checks, worst relative error {worst.rel_error:.2e} "
+              f"({worst.name}, {worst.loss} loss) — {verdict}")
+    if worst_overall > TOLERANCE:
+        print(f"gradcheck: errors above {TOLERANCE:g}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,65 @@
+"""The training-curve figure: loss, accuracy, gradient norm and learning rate from metrics.jsonl."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from litenet.atomic import atomic_path
+from litenet.train.checkpoint import read_metrics
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average, so the curve of a noisy per-step value can be read."""
+    if len(values) < 2 or window <= 1:
+        return values
+    window = min(window, len(values))
+    kernel = np.ones(window) / window
+    head = np.cumsum(values[:window - 1]) / np.arange(1, window)
+    return np.concatenate([head, np.convolve(values, kernel, mode="valid")])
+
+
+def plot_training(metrics_path: str | Path, out_png: str | Path) -> None:
+    """Draw the four panels and write the PNG atomically."""
+    import matplotlib
+    matplotlib.use("Agg")  # headless: no display on servers, CI or a Pi
+    import matplotlib.pyplot as plt
+
+    records = read_metrics(metrics_path)
+    steps = [r for r in records if r.get("type") == "step"]
+    epochs = [r for r in records if r.get("type") == "epoch"]
+    x = np.array([r["step"] for r in steps])
+    window = max(1, len(steps) // 200)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.95, bottom=0.08, wspace=0.2, hspace=0.3)
+    ax = axes[0, 0]
+    loss = np.array([r["loss"] for r in steps])
+    ax.plot(x, loss, color="0.8", lw=0.5, label="per step")
+    ax.plot(x, smooth(loss, window), color="C0", label=f"mean of {window}")
+    if epochs:
+        ax.plot([r["step"] for r in epochs], [r["test_loss"] for r in epochs], "o-", color="C3", label="test")
+    ax.set(title="loss", xlabel="step")
+    ax.legend()
+    ax = axes[0, 1]
+    if epochs:
+        e = [r["epoch"] + 1 for r in epochs]
+        ax.plot(e, [100 * r["train_accuracy"] for r in epochs], "o-", label="train (first 10,000)")
+        ax.plot(e, [100 * r["test_accuracy"] for r in epochs], "o-", label="test")
+        ax.legend()
+    ax.set(title="accuracy (%)", xlabel="epoch")
+    ax = axes[1, 0]
+    norm = np.array([r["grad_norm"] for r in steps])
+    ax.semilogy(x, norm, color="0.8", lw=0.5)
+    ax.semilogy(x, smooth(norm, window), color="C2", label="‖g‖ (before clipping)")
+    clipped = np.array([r["clipped"] for r in steps], bool)
+    if clipped.any():
+        ax.semilogy(x[clipped], norm[clipped], "x", color="C3", ms=3, label=f"clipped ({clipped.sum()} steps)")
+    ax.set(title="global gradient norm", xlabel="step")
+    ax.legend()
+    ax = axes[1, 1]
+    ax.plot(x, [r["lr"] for r in steps], color="C4")
+    ax.set(title="learning rate", xlabel="step")
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)

@@ -1,0 +1,53 @@
+"""What each step sees: the learning rate at every step and the order of the images in every epoch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from litenet.model import TrainConfig
+
+
+def learning_rate(step: int, total_steps: int, train: TrainConfig) -> float:
+    """The lr at a 0-based global step: linear warm-up to lr, then constant or cosine to zero.
+
+    lr = lr_base × batch / 256 (the linear scaling rule). Warm-up: lr × (step + 1) / warmup_steps.
+    Cosine: lr × ½ (1 + cos(π · progress)), progress running from 0 after warm-up to 1 at the end.
+    """
+    peak = train.lr
+    if step < train.warmup_steps:
+        return peak * (step + 1) / train.warmup_steps
+    if train.schedule == "constant":
+        return peak
+    span = max(1, total_steps - train.warmup_steps)
+    progress = min(1.0, (step - train.warmup_steps) / span)
+    return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def learning_rates(first: int, count: int, total_steps: int, train: TrainConfig) -> np.ndarray:
+    return np.array([learning_rate(s, total_steps, train) for s in range(first, first + count)])
+
+
+def epoch_batches(n_images: int, train: TrainConfig, epoch: int) -> np.ndarray:
+    """(steps, batch) image indices for one epoch: a fresh permutation seeded by (seed, epoch).
+
+    The last partial batch is dropped so every step has the same shape (what a CUDA graph needs).
+    Deriving the order from the epoch number alone is what lets a resumed run continue exactly.
+    """
+    steps = n_images // train.batch_size
+    rng = np.random.default_rng([train.seed, epoch])
+    order = rng.permutation(n_images)[:steps * train.batch_size]
+    return order.reshape(steps, train.batch_size).astype(np.int64)
+
+
+def epoch_flips(batches: np.ndarray, train: TrainConfig, epoch: int) -> np.ndarray | None:
+    """Left-right flips for each image of each step when augmentation is on; None otherwise."""
+    if train.augment != "flip":
+        return None
+    rng = np.random.default_rng([train.seed, epoch, 1])
+    return rng.random(batches.shape) < 0.5
+
+
+def steps_per_epoch(n_images: int, train: TrainConfig) -> int:
+    return n_images // train.batch_size

@@ -1,0 +1,266 @@
+"""The training loop: epochs of backend steps, evaluation, metrics, checkpoints, resume and Ctrl-C.
+
+The loop hands the backend chunks of steps (indices, lrs, flips) and reads the statistics back
+once per chunk, so a GPU backend is never synchronised inside a chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from litenet.errors import LiteNetError
+from litenet.model import ModelConfig, TrainConfig, configs_to_json, init_params, param_layout
+from litenet.train import schedule
+from litenet.train.backends import backend_class
+from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
+from litenet.train.network import loss_and_dlogits
+from litenet.weights import save_model
+
+TRAIN_EVAL_IMAGES = 10_000  # training accuracy is measured on this fixed prefix, not all 50,000
+
+
+@dataclass
+class Split:
+    images: np.ndarray  # uint8 (N, 32, 32, 3)
+    labels: np.ndarray  # uint8 (N,)
+
+
+@dataclass
+class TrainResult:
+    position: Position
+    test_accuracy: float | None
+    stopped: str  # "finished", "interrupted" or "diverged"
+
+
+class Interrupt:
+    """Turns the first Ctrl-C into a request to save and stop; a second one stops at once."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        if _in_main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nlitenet: stopping after the current steps and saving a checkpoint (Ctrl-C again to abort)",
+              file=sys.stderr)
+
+
+def _in_main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+class Trainer:
+    """Trains one model into one folder; `run()` starts or resumes and returns how it ended."""
+
+    def __init__(self, preset: str, model: ModelConfig, train: TrainConfig, out: str | Path,
+                 train_split: Split, test_split: Split, classes: tuple[str, ...], backend: str = "numpy",
+                 backend_options: dict | None = None, resume: bool = False, force: bool = False,
+                 chunk_steps: int = 50, progress: bool = True, data_info: dict | None = None,
+                 stop_after_steps: int | None = None):
+        self.preset, self.model, self.train = preset, model, train
+        self.out = Path(out)
+        self.train_split, self.test_split, self.classes = train_split, test_split, classes
+        self.backend_name, self.backend_options = backend, backend_options or {}
+        self.resume, self.force = resume, force
+        self.chunk_steps, self.progress = chunk_steps, progress
+        self.data_info = data_info or {}
+        self.stop_after_steps = stop_after_steps  # for tests: behave as if Ctrl-C came after N steps
+        self.steps_per_epoch = schedule.steps_per_epoch(len(train_split.images), train)
+        if self.steps_per_epoch == 0:
+            raise LiteNetError(f"{len(train_split.images)} training images make no batch of {train.batch_size}")
+        self.total_steps = self.steps_per_epoch * train.epochs
+        self.metrics = MetricsLog(self.out)
+        self.history: list[dict] = []
+        self._last_plot = time.perf_counter()
+
+    # -- set-up ----------------------------------------------------------------------------------
+
+    def _config_json(self) -> str:
+        return json.dumps({"model": dataclasses.asdict(self.model), "train": dataclasses.asdict(self.train)},
+                          sort_keys=True)
+
+    def _start(self):
+        """Create the backend from a fresh initialisation or from the checkpoint."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        has_checkpoint = (self.out / CHECKPOINT_FILE).exists()
+        if has_checkpoint and not (self.resume or self.force):
+            raise LiteNetError(f"{self.out} already holds a training run; add --resume to continue it "
+                               "or --force to start over (which overwrites it)")
+        params = init_params(self.model, self.train.seed)
+        backend = backend_class(self.backend_name)(self.model, self.train, params, **self.backend_options)
+        backend.load_dataset(self.train_split.images, self.train_split.labels)
+        position = Position(0, 0, 0)
+        if self.resume and has_checkpoint:
+            state, position, saved_config = load_checkpoint(self.out)
+            if json.loads(saved_config) != json.loads(self._config_json()):
+                raise LiteNetError(f"{self.out}: the checkpoint was trained with other settings; resume "
+                                   "with the same preset and options, or use --force to start over")
+            backend.load_state(state)
+            self.metrics.truncate_after(position)
+            self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
+        elif self.resume:
+            raise LiteNetError(f"{self.out}: no checkpoint to resume from; drop --resume to start a new run")
+        else:
+            self.metrics.path.unlink(missing_ok=True)
+        self.metrics.write([{"type": "run", "preset": self.preset, "backend": self.backend_name,
+                             "resumed_at_step": position.global_step if self.resume else None,
+                             "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
+                             "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
+                             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
+        return backend, position
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        backend, position = self._start()
+        bar = _progress_bar(self.total_steps, position.global_step, self.progress)
+        try:
+            with Interrupt() as interrupt:
+                for epoch in range(position.epoch, self.train.epochs):
+                    ended = self._run_epoch(backend, epoch, position.step_in_epoch, interrupt, bar)
+                    position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
+                    if isinstance(ended, TrainResult):
+                        return ended
+        finally:
+            bar.close()
+            self._plot()
+        accuracy = self.history[-1]["test_accuracy"] if self.history else None
+        return TrainResult(position, accuracy, "finished")
+
+    def _run_epoch(self, backend, epoch: int, first_step: int, interrupt: Interrupt, bar):
+        batches = schedule.epoch_batches(len(self.train_split.images), self.train, epoch)
+        flips = schedule.epoch_flips(batches, self.train, epoch)
+        started, losses = time.perf_counter(), []
+        step = first_step
+        while step < self.steps_per_epoch:
+            count = min(self.chunk_steps, self.steps_per_epoch - step)
+            global_step = epoch * self.steps_per_epoch + step
+            if self.stop_after_steps is not None:
+                count = min(count, self.stop_after_steps - global_step)
+            lrs = schedule.learning_rates(global_step, count, self.total_steps, self.train)
+            backend.train_steps(batches[step:step + count], lrs,
+                                None if flips is None else flips[step:step + count])
+            stats = backend.fetch_stats()
+            self.metrics.write(_step_records(stats, lrs, global_step, epoch))
+            if not np.all(np.isfinite(stats["loss"])):
+                bad = global_step + int(np.argmax(~np.isfinite(stats["loss"])))
+                print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
+                      f"The last good checkpoint in {self.out} is kept (lower lr_base or check the data).",
+                      file=sys.stderr)
+                return TrainResult(Position(epoch, step, global_step), None, "diverged")
+            losses.extend(stats["loss"])
+            step += count
+            bar.update(count)
+            bar.set_postfix(loss=f"{np.mean(stats['loss']):.4f}", refresh=False)
+            at_limit = self.stop_after_steps is not None and epoch * self.steps_per_epoch + step >= self.stop_after_steps
+            if (interrupt.requested or at_limit) and step < self.steps_per_epoch:
+                position = Position(epoch, step, epoch * self.steps_per_epoch + step)
+                self._save(backend, position)
+                print(f"litenet: saved a checkpoint at step {position.global_step}; continue with --resume",
+                      file=sys.stderr)
+                return TrainResult(position, None, "interrupted")
+        seconds = time.perf_counter() - started
+        record = self._evaluate(backend, epoch, float(np.mean(losses)), seconds, step - first_step)
+        self.history.append(record)
+        self.metrics.write([record])
+        position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
+        self._save(backend, position)
+        self._plot(every_seconds=60)
+        self._report_epoch(record, bar)
+        at_limit = self.stop_after_steps is not None and position.global_step >= self.stop_after_steps
+        if (interrupt.requested or at_limit) and epoch + 1 < self.train.epochs:
+            return TrainResult(position, record["test_accuracy"], "interrupted")
+        return None
+
+    # -- evaluation, saving, reporting -------------------------------------------------------------
+
+    def _evaluate(self, backend, epoch: int, train_loss: float, seconds: float, steps: int) -> dict:
+        test_loss, test_acc = self.score(backend, self.test_split)
+        train_eval = Split(self.train_split.images[:TRAIN_EVAL_IMAGES], self.train_split.labels[:TRAIN_EVAL_IMAGES])
+        _, train_acc = self.score(backend, train_eval)
+        return {"type": "epoch", "epoch": epoch, "step": (epoch + 1) * self.steps_per_epoch,
+                "train_loss": train_loss, "train_accuracy": train_acc, "test_loss": test_loss,
+                "test_accuracy": test_acc, "seconds": round(seconds, 3),
+                "images_per_second": round(steps * self.train.batch_size / max(seconds, 1e-9), 1)}
+
+    def score(self, backend, split: Split) -> tuple[float, float]:
+        """(mean loss, accuracy) of the backend's current weights on a split."""
+        logits = backend.logits(split.images).astype(np.float64)
+        labels = np.asarray(split.labels, np.int64)
+        loss = loss_and_dlogits(logits, labels, self.train.loss, self.train.margin)[0]
+        return float(loss), float(np.mean(logits.argmax(axis=1) == labels))
+
+    def _save(self, backend, position: Position) -> None:
+        state = backend.state()
+        save_checkpoint(self.out, state, position, self._config_json())
+        last = self.history[-1] if self.history else {}
+        save_model(self.out, state["params"], self.model, self.train, self.preset, classes=list(self.classes),
+                   epochs_done=position.epoch, global_step=position.global_step, backend=self.backend_name,
+                   test_accuracy=last.get("test_accuracy"), train_accuracy=last.get("train_accuracy"),
+                   data=self.data_info)
+
+    def _plot(self, every_seconds: float = 0.0) -> None:
+        """Redraw curves.png, at most every `every_seconds` (drawing costs about a second)."""
+        if not self.history or time.perf_counter() - self._last_plot < every_seconds:
+            return
+        from litenet.train.plots import plot_training
+        plot_training(self.metrics.path, self.out / "curves.png")
+        self._last_plot = time.perf_counter()
+
+    def _report_epoch(self, r: dict, bar) -> None:
+        done = r["epoch"] + 1
+        eta = (self.train.epochs - done) * r["seconds"]
+        bar.write(f"epoch {done}/{self.train.epochs}  loss {r['train_loss']:.4f}  "
+                  f"train {100 * r['train_accuracy']:.2f}%  test {100 * r['test_accuracy']:.2f}%  "
+                  f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {_duration(eta)}")
+
+
+def _step_records(stats: dict, lrs: np.ndarray, first_step: int, epoch: int) -> list[dict]:
+    records = []
+    for i in range(len(stats["loss"])):
+        records.append({"type": "step", "step": first_step + i, "epoch": epoch, "lr": float(f"{lrs[i]:.6g}"),
+                        "loss": float(f"{stats['loss'][i]:.7g}"), "grad_norm": float(f"{stats['grad_norm'][i]:.6g}"),
+                        "clipped": bool(stats["clipped"][i]),
+                        "grad_norms": [float(f"{v:.5g}") for v in np.sqrt(stats["grad_sq"][i])],
+                        "path": [[float(f"{v:.5g}") for v in block] for block in stats["path"][i]]})
+    return records
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+class _NoBar:
+    def update(self, n): pass
+    def set_postfix(self, **kw): pass
+    def write(self, text): print(text, flush=True)
+    def close(self): pass
+
+
+def _progress_bar(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+    # disable=None: a bar on a terminal, plain per-epoch lines in logs and CI.
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=None, leave=False)

@@ -1,0 +1,112 @@
+"""The trainer: determinism, exact resume, Ctrl-C, divergence, refusing to overwrite, outputs."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from train_fixtures import TINY_MODEL, TINY_TRAIN, synthetic_split
+
+from litenet.errors import LiteNetError
+from litenet.train.checkpoint import load_checkpoint, read_metrics
+from litenet.train.trainer import Trainer
+from litenet.weights import load_model
+
+TRAIN, TEST = synthetic_split(160, 0), synthetic_split(64, 1)
+CLASSES = tuple(f"c{i}" for i in range(10))
+
+
+def make(out, train=TINY_TRAIN, **kw):
+    kw.setdefault("progress", False)
+    kw.setdefault("chunk_steps", 4)
+    return Trainer("tiny", TINY_MODEL, train, out, TRAIN, TEST, CLASSES, **kw)
+
+
+def step_losses(folder):
+    return [r["loss"] for r in read_metrics(folder / "metrics.jsonl") if r["type"] == "step"]
+
+
+def test_writes_the_documented_outputs(tmp_path):
+    result = make(tmp_path).run()
+    assert result.stopped == "finished" and result.position.epoch == 3
+    assert {"weights.safetensors", "config.json", "metrics.jsonl", "checkpoint.safetensors", "curves.png"} <= {
+        p.name for p in tmp_path.iterdir()}
+    params, model, train, doc = load_model(tmp_path)
+    assert model == TINY_MODEL and train == TINY_TRAIN and doc["classes"] == list(CLASSES)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    epochs = [r for r in records if r["type"] == "epoch"]
+    assert [r["epoch"] for r in epochs] == [0, 1, 2] and doc["test_accuracy"] == epochs[-1]["test_accuracy"]
+    steps = [r for r in records if r["type"] == "step"]
+    assert [r["step"] for r in steps] == list(range(30))
+    assert len(steps[0]["grad_norms"]) == 15 and len(steps[0]["path"]) == 2
+    # the per-tensor norms make up the global one
+    assert np.sqrt(np.sum(np.square(steps[0]["grad_norms"]))) == pytest.approx(steps[0]["grad_norm"], rel=1e-4)
+
+
+def test_learns_the_synthetic_task(tmp_path):
+    train = dataclasses.replace(TINY_TRAIN, epochs=8)
+    assert make(tmp_path, train).run().test_accuracy > 0.35  # chance is 0.1
+
+
+def test_same_seed_same_losses(tmp_path):
+    make(tmp_path / "a").run()
+    make(tmp_path / "b").run()
+    assert step_losses(tmp_path / "a") == step_losses(tmp_path / "b")
+
+
+@pytest.mark.parametrize("stop_at", [7, 10, 17])  # mid-epoch, exactly at an epoch's end, mid-chunk
+def test_resume_ends_with_the_same_weights(tmp_path, stop_at):
+    make(tmp_path / "whole").run()
+    first = make(tmp_path / "split", stop_after_steps=stop_at).run()
+    assert first.stopped == "interrupted" and first.position.global_step == stop_at
+    _, position, _ = load_checkpoint(tmp_path / "split")
+    assert position.global_step == stop_at
+    make(tmp_path / "split", resume=True).run()
+    whole, split = load_model(tmp_path / "whole")[0], load_model(tmp_path / "split")[0]
+    assert np.array_equal(whole, split)
+    assert step_losses(tmp_path / "whole") == step_losses(tmp_path / "split")
+
+
+def test_refuses_to_overwrite_a_run(tmp_path):
+    make(tmp_path, stop_after_steps=3).run()
+    before = (tmp_path / "checkpoint.safetensors").read_bytes()
+    with pytest.raises(LiteNetError, match="--resume"):
+        make(tmp_path).run()
+    assert (tmp_path / "checkpoint.safetensors").read_bytes() == before
+
+
+def test_resume_with_other_settings_is_refused(tmp_path):
+    make(tmp_path, stop_after_steps=3).run()
+    with pytest.raises(LiteNetError, match="other settings"):
+        make(tmp_path, dataclasses.replace(TINY_TRAIN, lr_base=0.5), resume=True).run()
+
+
+def test_resume_without_checkpoint_is_refused(tmp_path):
+    with pytest.raises(LiteNetError, match="no checkpoint"):
+        make(tmp_path, resume=True).run()
+
+
+def test_divergence_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+    make(tmp_path, dataclasses.replace(TINY_TRAIN, epochs=1)).run()
+    good = (tmp_path / "checkpoint.safetensors").read_bytes()
+    exploding = dataclasses.replace(TINY_TRAIN, epochs=3, lr_base=1e30, clip_threshold=1e38, warmup_steps=1)
+    # a fresh run into another folder diverges and keeps no state past its last good epoch
+    result = make(tmp_path / "boom", exploding).run()
+    assert result.stopped == "diverged"
+    assert not (tmp_path / "boom" / "checkpoint.safetensors").exists()
+    assert (tmp_path / "checkpoint.safetensors").read_bytes() == good
+
+
+def test_metrics_are_not_duplicated_on_resume(tmp_path):
+    make(tmp_path, stop_after_steps=13).run()
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"type":"step","step":13,"loss":1')  # a line cut short by a crash
+    make(tmp_path, resume=True).run()
+    steps = [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl") if r["type"] == "step"]
+    assert steps == list(range(30))
+
+
+def test_config_records_accuracy_and_classes(tmp_path):
+    make(tmp_path).run()
+    doc = json.loads((tmp_path / "config.json").read_text())
+    assert doc["format"] == "litenet-config/1" and doc["epochs_done"] == 3 and 0 <= doc["test_accuracy"] <= 1
