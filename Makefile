@@ -48,3 +48,15 @@ train: $(VENV)/.installed-train$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),) data  ## trai
 gradcheck: $(VENV)/.installed-train  ## finite-difference check of every gradient, for every preset
 	@for p in $$($(PY) -c "from litenet.model import preset_names; print(*preset_names())"); do \
 	  $(VENV)/bin/litenet gradcheck --preset $$p || exit 1; done
+
+# --- Export --- (litenet/export; docs/export.md)
+METHOD ?= percentile
+CALIB ?= 4096
+
+.PHONY: export-int8
+export-int8: $(VENV)/.installed-train+export data  ## write ONNX fp32 + int8 QDQ, scales, int8 plan (+ TensorRT engine) next to OUT's weights
+	$(VENV)/bin/litenet export --weights $(OUT) --int8 --calib $(CALIB) --method $(METHOD) $(data_flag)
+
+.PHONY: export-report
+export-report: $(VENV)/.installed-train+export data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/export-PRESET.md
+	$(PY) -m litenet.export.report --weights $(OUT) --calib $(CALIB) --out bench/results/export-$(PRESET).md $(data_flag)

@@ -39,6 +39,7 @@ class Histogram:
 
     @property
     def bin_width(self) -> float:
+        """amax / BINS."""
         return self.amax / len(self.counts)
 
 
@@ -72,6 +73,7 @@ def collect_histograms(params: np.ndarray, model: ModelConfig, images: np.ndarra
 
 
 def amax_minmax(hist: Histogram) -> float:
+    """The largest |x| seen: nothing is clipped."""
     return hist.amax
 
 

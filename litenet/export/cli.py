@@ -10,6 +10,7 @@ from litenet.export.pipeline import DEFAULT_CALIB, DEFAULT_METHOD, ExportOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `litenet export` flags."""
     parser.add_argument("--weights", required=True, metavar="DIR",
                         help="model folder written by litenet train (weights.safetensors + config.json)")
     parser.add_argument("--out", metavar="DIR", help="where the files go (default: the --weights folder)")
@@ -23,14 +24,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"for --method percentile (default {DEFAULT_PERCENTILE})")
     parser.add_argument("--scales", metavar="FILE", help="reuse the activation scales of an earlier run's JSON")
     parser.add_argument("--seed", type=int, default=0, help="which training images calibrate (default 0)")
+    parser.add_argument("--weight-max", type=int, choices=(64, 127), default=64,
+                        help="int8 weight range ±64 (default: exact in ONNX Runtime on every CPU) or ±127 "
+                             "(finer, but ONNX Runtime on x86 CPUs without VNNI then saturates; docs/export.md)")
     parser.add_argument("--no-engine", action="store_true", help="do not build a TensorRT engine even where possible")
     parser.add_argument("--data", metavar="PATH", help="CIFAR-10 source (default: litenet data's search order)")
     parser.add_argument("--maps", metavar="DIR", help="where the CIFAR-10 memory maps live")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Export, then print the table; user mistakes raise LiteNetError for the dispatcher to print."""
     options = ExportOptions(int8=args.int8, calib=args.calib, method=args.method, percentile=args.percentile,
-                            scales_file=args.scales, seed=args.seed, engine=not args.no_engine)
+                            scales_file=args.scales, seed=args.seed, engine=not args.no_engine,
+                            weight_max=args.weight_max)
     report = export_model(args.weights, args.out, options, data=args.data, maps=args.maps,
                           log=lambda line: print(line, file=sys.stderr))
     print(format_report(report))

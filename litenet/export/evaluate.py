@@ -50,6 +50,7 @@ def logits(sess, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:
 
 
 def accuracy(z: np.ndarray, labels: np.ndarray) -> float:
+    """Share of rows whose argmax is the label."""
     return float((z.argmax(axis=1) == np.asarray(labels)).mean())
 
 

@@ -14,7 +14,8 @@ from litenet.model import ModelConfig, param_views
 from litenet.runtime.int8_plan import ACT_MAX, ACT_MIN, PLAN_FORMAT, WEIGHT_MAX
 
 
-def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales) -> dict[str, np.ndarray]:
+def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales,
+                 weight_max: int = WEIGHT_MAX) -> dict[str, np.ndarray]:
     """Every tensor of the plan, by name.
 
     Weights are stored (out, in), i.e. transposed against the float weights file, so that the
@@ -23,7 +24,7 @@ def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales) -> dict
     """
     p = param_views(np.asarray(params, np.float32), model)
     tensors: dict[str, np.ndarray] = {}
-    for layer, (w_q, s_w) in quantized_weights(params, model).items():
+    for layer, (w_q, s_w) in quantized_weights(params, model, weight_max).items():
         tensors[f"{layer}.weight"] = np.ascontiguousarray(w_q.T)
         tensors[f"{layer}.weight_scale"] = s_w
         tensors[f"{layer}.input_scale"] = np.array([scales.activation[f"{layer}.input"]], np.float32)
@@ -35,17 +36,18 @@ def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales) -> dict
     return tensors
 
 
-def plan_metadata(model: ModelConfig, scales: Scales, preset: str, classes: list[str], **extra) -> dict[str, str]:
+def plan_metadata(model: ModelConfig, scales: Scales, preset: str, classes: list[str],
+                  weight_max: int = WEIGHT_MAX, **extra) -> dict[str, str]:
     """The plan's string metadata: format, architecture, class names and the arithmetic contract."""
     return {
         "format": PLAN_FORMAT,
         "preset": preset,
         "model": json.dumps(dataclasses.asdict(model)),
         "classes": json.dumps(list(classes)),
-        "weight_layout": "out,in (row-major, int8, symmetric per output channel, range [-127, 127])",
+        "weight_layout": "out,in (row-major, int8, symmetric per output channel)",
         "activation_quantization": f"per tensor, symmetric, zero point 0, round half to even, "
                                    f"saturate to [{ACT_MIN}, {ACT_MAX}]",
-        "weight_range": f"[-{WEIGHT_MAX}, {WEIGHT_MAX}]",
+        "weight_range": f"[-{weight_max}, {weight_max}]",
         "accumulate": "int32; y = float32(acc) * (input_scale * weight_scale[n]) + bias[n]",
         "calibration_method": scales.method,
         **{k: v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()},

@@ -44,10 +44,12 @@ class GraphBuilder:
         self.initializers: list[onnx.TensorProto] = []
 
     def const(self, name: str, value, dtype=np.float32) -> str:
+        """Add an initializer."""
         self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
     def op(self, op_type: str, inputs: list[str], output: str, **attrs) -> str:
+        """Add a node with one output, named after that output."""
         self.nodes.append(helper.make_node(op_type, inputs, [output], name=output, **attrs))
         return output
 
@@ -57,6 +59,7 @@ class Fp32Linear:
 
     def linear(self, g: GraphBuilder, x: str, act_name: str, layer: str, weight: np.ndarray,
                bias: np.ndarray | None, out: str | None = None) -> str:
+        """Emit x @ W (+ b); returns the output's name."""
         y = g.op("MatMul", [x, g.const(f"{layer}.weight", weight)], f"{layer}.matmul")
         return y if bias is None else g.op("Add", [y, g.const(f"{layer}.bias", bias)], out or f"{layer}.out")
 
@@ -139,6 +142,7 @@ def set_metadata(proto: onnx.ModelProto, metadata: dict[str, object]) -> None:
 
 
 def read_metadata(proto: onnx.ModelProto) -> dict[str, str]:
+    """metadata_props as a dict of strings."""
     return {p.key: p.value for p in proto.metadata_props}
 
 

@@ -50,10 +50,13 @@ class ExportOptions:
     scales_file: str | Path | None = None  # reuse an earlier calibration instead of running one
     seed: int = 0  # which training images the calibration draws
     engine: bool = True  # build a TensorRT engine where TensorRT and a GPU are usable
+    weight_max: int = qdq.WEIGHT_MAX  # 64, or 127 for targets without ONNX Runtime on AVX2-only x86
 
 
 @dataclass
 class ExportReport:
+    """What an export produced and measured, for the CLI's table."""
+
     out: Path
     artifacts: list[Artifact]
     fp32_check: dict
@@ -70,6 +73,8 @@ def validate(options: ExportOptions) -> None:
         raise LiteNetError(f"unknown calibration method {options.method!r}; choose one of {', '.join(METHODS)}")
     if options.calib < 1:
         raise LiteNetError(f"--calib must be at least 1 image, got {options.calib}")
+    if options.weight_max not in qdq.WEIGHT_MAX_CHOICES:
+        raise LiteNetError(f"--weight-max must be one of {', '.join(map(str, qdq.WEIGHT_MAX_CHOICES))}")
     if not 0 < options.percentile <= 100:
         raise LiteNetError(f"--percentile must be in (0, 100], got {options.percentile}")
 
@@ -148,7 +153,7 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
         log(f"int8: calibrating ({options.method}) on {len(images)} training images (seed {options.seed})")
         scales = sc.calibrate(params, model, images, options.method, options.percentile,
                               source={"split": "train", "seed": options.seed, "sampling": "uniform without replacement"})
-    qmodel = qdq.build_qdq(params, model, scales, meta)
+    qmodel = qdq.build_qdq(params, model, scales, meta, options.weight_max)
     onnx_graph.check(qmodel)
     z8 = evaluate.logits(evaluate.session(qmodel), test_images)
     acc8 = evaluate.accuracy(z8, test_labels)
@@ -157,8 +162,9 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
     if report.kernels["float_matmuls_after_dq"]:
         report.notes.append("ONNX Runtime left MatMuls in float: " + ", ".join(report.kernels["float_matmuls_after_dq"]))
 
-    tensors = int8_plan.plan_tensors(params, model, scales)
-    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), test_accuracy=round(acc8, 6))
+    tensors = int8_plan.plan_tensors(params, model, scales, options.weight_max)
+    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), options.weight_max,
+                                        test_accuracy=round(acc8, 6))
     from safetensors.numpy import save
 
     plan_bytes = save(tensors, metadata=plan_meta)

@@ -1,9 +1,9 @@
 """The int8 QDQ ONNX model: QuantizeLinear/DequantizeLinear in front of every MatMul, the rest in float.
 
 Activations: per tensor, symmetric int8, zero point 0 (TensorRT's explicit quantization accepts
-nothing else). Weights: per output column, symmetric int8 in [−127, 127]. Biases, GELU and
-LayerNorm stay float32. Two details of the layout are there for ONNX Runtime's CPU kernels (see
-docs/export.md, "Why ONNX Runtime's int8 is slow and how this model avoids it"):
+nothing else). Weights: per output column, symmetric int8 in [−64, 64] by default (see
+litenet.runtime.int8_plan.WEIGHT_MAX for why not [−127, 127]). Biases, GELU and LayerNorm stay
+float32. Two details of the layout are there for ONNX Runtime's CPU kernels (docs/export.md):
 
 * Weights are float32 initializers holding exactly q·s, followed by QuantizeLinear and
   DequantizeLinear. TensorRT 8.x requires Q/DQ weights in FP32 (int8 initializers arrived with
@@ -13,8 +13,8 @@ docs/export.md, "Why ONNX Runtime's int8 is slow and how this model avoids it"):
   its QDQ fusion runs, and a QuantizeLinear consuming the embedding's MatMul would make that
   MatMul look like the head of a QLinearMatMul it cannot become. Either way the MatMul stays in
   float and re-dequantizes its weights on every call. With `Sum` every MatMul becomes
-  MatMulIntegerToFloat. Sum is a plain opset-1 element-wise sum; TensorRT imports it as the
-  same kSUM layer as Add.
+  MatMulIntegerToFloat. Sum is a plain element-wise sum; TensorRT's ONNX importer turns it into
+  the same kSUM layer as Add (a one-input Sum into its input unchanged).
 """
 
 from __future__ import annotations
@@ -28,31 +28,35 @@ from litenet.model import ModelConfig, param_views
 from litenet.runtime.int8_plan import WEIGHT_MAX, quantize
 
 
-def weight_scales(weight: np.ndarray) -> np.ndarray:
-    """s_w[n] = max_k |W[k, n]| / 127 per output column, float32; an all-zero column gets 1."""
+WEIGHT_MAX_CHOICES = (WEIGHT_MAX, 127)
+
+
+def weight_scales(weight: np.ndarray, weight_max: int = WEIGHT_MAX) -> np.ndarray:
+    """s_w[n] = max_k |W[k, n]| / weight_max per output column, float32; an all-zero column gets 1."""
     amax = np.abs(np.asarray(weight, np.float32)).max(axis=0)
-    return np.where(amax > 0, amax / np.float32(WEIGHT_MAX), np.float32(1.0)).astype(np.float32)
+    return np.where(amax > 0, amax / np.float32(weight_max), np.float32(1.0)).astype(np.float32)
 
 
-def quantize_weight(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(W_q int8 (in, out) in [−127, 127], s_w float32 (out,)) with W ≈ W_q · s_w."""
-    scales = weight_scales(weight)
-    return quantize(weight, scales[None, :], -WEIGHT_MAX, WEIGHT_MAX), scales
+def quantize_weight(weight: np.ndarray, weight_max: int = WEIGHT_MAX) -> tuple[np.ndarray, np.ndarray]:
+    """(W_q int8 (in, out) in [−weight_max, weight_max], s_w float32 (out,)) with W ≈ W_q · s_w."""
+    scales = weight_scales(weight, weight_max)
+    return quantize(weight, scales[None, :], -weight_max, weight_max), scales
 
 
 class QdqLinear:
     """x → Q → DQ → MatMul ← DQ ← Q ← (W_q · s_w), then Sum with the bias."""
 
-    def __init__(self, scales: Scales):
-        self.scales = scales
+    def __init__(self, scales: Scales, weight_max: int = WEIGHT_MAX):
+        self.scales, self.weight_max = scales, weight_max
 
     def linear(self, g: og.GraphBuilder, x: str, act_name: str, layer: str, weight: np.ndarray,
                bias: np.ndarray | None, out: str | None = None) -> str:
+        """Emit the quantized x @ W (+ b); returns the output's name."""
         zero = g.const(f"{act_name}.zero_point", 0, np.int8)
         s_x = g.const(f"{act_name}.scale", self.scales.activation[act_name])
         x_q = g.op("QuantizeLinear", [x, s_x, zero], f"{act_name}.quantized")
         x_dq = g.op("DequantizeLinear", [x_q, s_x, zero], f"{act_name}.dequantized")
-        w_q, s_w = quantize_weight(weight)
+        w_q, s_w = quantize_weight(weight, self.weight_max)
         w_float = g.const(f"{layer}.weight", w_q.astype(np.float32) * s_w)  # exactly representable
         w_scale = g.const(f"{layer}.weight_scale", s_w)
         w_zero = g.const(f"{layer}.weight_zero_point", np.zeros(len(s_w)), np.int8)
@@ -64,16 +68,19 @@ class QdqLinear:
         return g.op("Sum", [y, g.const(f"{layer}.bias", bias)], out or f"{layer}.out")
 
 
-def build_qdq(params: np.ndarray, model: ModelConfig, scales: Scales, metadata: dict[str, object]) -> onnx.ModelProto:
+def build_qdq(params: np.ndarray, model: ModelConfig, scales: Scales, metadata: dict[str, object],
+              weight_max: int = WEIGHT_MAX) -> onnx.ModelProto:
     """The int8 QDQ model (same input and output as the fp32 one)."""
-    graph = og.build_graph(params, model, QdqLinear(scales), name="litenet_int8_qdq")
+    graph = og.build_graph(params, model, QdqLinear(scales, weight_max), name="litenet_int8_qdq")
     doc = ("LiteNet int8 (QDQ). Input images: float32 NHWC (N, 32, 32, 3) in [0, 1]; output logits. "
            "Per-tensor symmetric int8 activations, per-channel symmetric int8 weights; see docs/export.md.")
     return og.make_model(graph, {**metadata, "quantization": "int8-qdq",
-                                 "calibration_method": scales.method}, doc)
+                                 "calibration_method": scales.method,
+                                 "weight_range": [-weight_max, weight_max]}, doc)
 
 
-def quantized_weights(params: np.ndarray, model: ModelConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def quantized_weights(params: np.ndarray, model: ModelConfig,
+                      weight_max: int = WEIGHT_MAX) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """layer → (W_q (in, out) int8, s_w) for every MatMul weight: what both the QDQ model and the plan carry."""
     p = param_views(np.asarray(params, np.float32), model)
-    return {w.removesuffix(".weight"): quantize_weight(p[w]) for _, w in og.matmul_inputs(model)}
+    return {w.removesuffix(".weight"): quantize_weight(p[w], weight_max) for _, w in og.matmul_inputs(model)}

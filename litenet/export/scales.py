@@ -48,6 +48,7 @@ def with_method(scales: Scales, method: str) -> Scales:
 
 
 def to_json(scales: Scales, model: ModelConfig, preset: str) -> str:
+    """The scales file: every tensor's scale and all methods' ranges, plus what produced them."""
     doc = {
         "format": SCALES_FORMAT,
         "preset": preset,
