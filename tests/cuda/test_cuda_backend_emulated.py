@@ -5,37 +5,20 @@ statistics ring, logits, state and user errors behave. Small models keep the emu
 import numpy as np
 import pytest
 from emulator.device import EmuDevice
+from harness import backend_pair, compare_one_step, data, schedule
 
 from litenet.errors import LiteNetError
-from litenet.model import ModelConfig, TrainConfig, init_params, param_views
+from litenet.model import ModelConfig, TrainConfig, init_params
 from litenet.train.cuda.backend import CudaBackend
-from litenet.train.cuda.check import KernelMismatch, compare
-from litenet.train.numpy_backend import NumpyBackend
+from litenet.train.cuda.check import KernelMismatch
 
 SMALL = ModelConfig(width=16, hidden=40, blocks=2)
 FULL = ModelConfig(embed="full", input_shift=0.5, width=20, hidden=24, blocks=1, classes=7)
 TRAIN = TrainConfig(batch_size=12, lr_base=0.2)
 
 
-def data(n=40, classes=10, seed=0):
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8), rng.integers(0, classes, n)
-
-
-def schedule(steps, n, batch, seed=1, flips=True):
-    rng = np.random.default_rng(seed)
-    batches = np.stack([rng.permutation(n)[:batch] for _ in range(steps)])
-    return batches, np.linspace(0.05, 0.2, steps), (rng.random((steps, batch)) < 0.5) if flips else None
-
-
 def pair(model, train, plan, dtype=np.float32, **options):
-    images, labels = data(classes=model.classes)
-    params = init_params(model, train.seed)
-    cuda = CudaBackend(model, train, params, plan=plan, device=EmuDevice(), **options)
-    ref = NumpyBackend(model, train, params, dtype=dtype)
-    for b in (cuda, ref):
-        b.load_dataset(images, labels)
-    return cuda, ref
+    return backend_pair(model, train, plan, EmuDevice(), dtype=dtype, **options)
 
 
 @pytest.mark.parametrize("plan", ["fused", "ops"])
@@ -44,17 +27,7 @@ def test_one_step_equals_reference(model, loss, plan):
     """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy."""
     train = TrainConfig(batch_size=12, loss=loss)
     cuda, ref = pair(model, train, plan, dtype=np.float64)
-    args = schedule(1, 40, 12)
-    cuda.train_steps(*args)
-    ref.train_steps(*args)
-    got, want = cuda.state(), ref.state()
-    chain = 3 * model.embed_inputs + 4 * model.blocks * (model.width + model.hidden) + 3 * train.batch_size
-    for name, g in param_views(got["velocity"], model).items():
-        compare("step", f"gradient of {name}", g, param_views(want["velocity"], model)[name], chain)
-    a, b = cuda.fetch_stats(), ref.fetch_stats()
-    for key in ("loss", "grad_norm", "grad_sq", "path"):
-        compare("step", key, a[key], b[key], chain)
-    assert (a["clipped"] == b["clipped"]).all()
+    compare_one_step(cuda, ref, model, 12)
 
 
 @pytest.mark.parametrize("plan", ["fused", "ops"])
