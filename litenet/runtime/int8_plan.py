@@ -17,9 +17,12 @@ from litenet.errors import LiteNetError
 
 PLAN_FORMAT = "litenet-int8-plan/1"
 PLAN_FILE = "model.int8.plan.safetensors"
-# Activations saturate to the full int8 range, as ONNX QuantizeLinear and TensorRT do; weights
-# never leave [−127, 127] because their scale is max|W|/127 (symmetric, so −128 is never needed).
+# Activations saturate to the full int8 range, as ONNX QuantizeLinear and TensorRT do.
 ACT_MIN, ACT_MAX = -128, 127
+# Weights are symmetric with scale max|W|/WEIGHT_MAX, so they lie in [−64, 64]. Not ±127: on x86
+# CPUs without VNNI, ONNX Runtime's int8 GEMM adds u8 × s8 products in pairs into int16 with
+# saturation (vpmaddubsw); with activations shifted to 0…255, |255·w₀ + 255·w₁| ≤ 32,767 only holds
+# for |w| ≤ 64. Wider weights make ONNX Runtime's answers differ from this exact arithmetic.
 WEIGHT_MAX = 64
 GELU_C = 0.7978845608028654  # √(2/π), as litenet.train.reference
 GELU_K = 0.044715
