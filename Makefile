@@ -60,3 +60,19 @@ export-int8: $(VENV)/.installed-train+export data  ## write ONNX fp32 + int8 QDQ
 .PHONY: export-report
 export-report: $(VENV)/.installed-train+export data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/export-PRESET.md
 	$(PY) -m litenet.export.report --weights $(OUT) --calib $(CALIB) --out bench/results/export-$(PRESET).md $(data_flag)
+
+# --- CUDA --- (litenet/train/cuda, kernels/*.cu; docs/cuda.md)
+GPU_VENV_DEPS := $(VENV)/.installed-dev$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),)
+
+.PHONY: test-gpu
+test-gpu: $(GPU_VENV_DEPS)  ## run the GPU tests (pytest -m gpu): every kernel vs its twin, steps vs NumPy, graph replay
+	$(PY) -m pytest -q -m gpu tests/cuda
+
+.PHONY: bench-gpu
+bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CUDA graph (needs torch) into bench/results/
+	$(PY) bench/bench_gpu.py --out bench/results/gpu-$$(date -u +%F).md
+
+.PHONY: compile-kernels
+compile-kernels:  ## compile every kernels/*.cu with nvcc for sm_75 and sm_90 (syntax check; NVRTC builds at run time)
+	@for f in kernels/*.cu; do echo "nvcc $$f"; nvcc -c -std=c++14 -gencode=arch=compute_75,code=sm_75 \
+	  -gencode=arch=compute_90,code=sm_90 -o /dev/null $$f || exit 1; done

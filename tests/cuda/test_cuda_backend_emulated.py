@@ -41,9 +41,9 @@ def test_training_tracks_numpy_backend(plan):
 
 
 def test_graph_replay_equals_eager_launches():
-    replayed, _ = pair(SMALL, TRAIN, "fused")
+    replayed, _ = pair(SMALL, TRAIN, "fused", steps_per_graph=3)  # graphs of 3 steps and of 1
     eager, _ = pair(SMALL, TRAIN, "fused", graph=False)
-    args = schedule(4, 40, 12)
+    args = schedule(6, 40, 12)
     for b in (replayed, eager):
         b.train_steps(*args)
     np.testing.assert_array_equal(replayed.state()["params"], eager.state()["params"])

@@ -32,7 +32,8 @@ class CudaBackend:
     name = "cuda"
 
     def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, check_kernels: int = 0,
-                 plan: str = "auto", graph: bool = True, device=None, capacity: int | None = None):
+                 plan: str = "auto", graph: bool = True, steps_per_graph: int = 8, device=None,
+                 capacity: int | None = None):
         if plan not in PLANS:
             raise LiteNetError(f"plan must be one of {', '.join(PLANS)}; got {plan!r}")
         if check_kernels < 0:
@@ -59,10 +60,13 @@ class CudaBackend:
         if self.plan == "fused":
             device.upload(self.v["jobs"], self.geometry.jobs)
         self.check_kernels, self.check_report = int(check_kernels), {}
-        self.use_graph = graph
+        # Every step reads its inputs through the device counter, so one graph can hold several
+        # consecutive steps: one host call then enqueues `steps_per_graph` steps, which keeps the
+        # Python overhead of a launch (µs) below a small step's GPU time.
+        self.use_graph, self.steps_per_graph = graph, max(1, int(steps_per_graph))
         self.host = SimpleNamespace(images=None, labels=None)  # for the twins of check_kernels
         self._dataset = None
-        self._steps = self._graph = None
+        self._steps, self._graphs = None, {}
         self._eval = self._validated(Plans(model, train, self.geometry, self.v, None, None).eval_forward())
         self._pos, self._done, self._pending = 0, 0, []
 
@@ -80,7 +84,7 @@ class CudaBackend:
         self.host.images, self.host.labels = images, labels
         plans = Plans(self.model, self.train, self.geometry, self.v, *self._dataset, host=self.host)
         self._steps = self._validated(plans.step(self.plan))
-        self._graph = None
+        self._graphs = {}
 
     def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None) -> None:
         """Enqueue one SGD step per row of `batches` (indices into the training set); returns at once."""
@@ -107,8 +111,7 @@ class CudaBackend:
             self.dev.upload(self.v["batches"][rows], batches[done:done + count].astype(np.int32))
             self.dev.upload(self.v["flips"][rows], flips[done:done + count])
             self.dev.upload(self.v["lrs"][rows], lrs[done:done + count])
-            for k in range(count):
-                self._step(self._pos + k)
+            self._run(self._pos, count)
             self._pos += count
             done += count
 
@@ -167,24 +170,34 @@ class CudaBackend:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _step(self, pos: int) -> None:
-        if self._done < self.check_kernels:
-            for launch in self._steps:
-                try:
-                    worst = run_checked(self.dev, launch, pos)
-                except KernelMismatch as exc:
-                    raise KernelMismatch(f"check-kernels, step {self._done}: {exc}") from None
-                mine = self.check_report.setdefault(launch.kernel, {})
-                for tensor, ratio in worst.items():
-                    mine[tensor] = max(mine.get(tensor, 0.0), ratio)
-        elif not self.use_graph or self._done == 0:  # the first step runs eagerly: modules load outside a capture
-            for launch in self._steps:
-                self.dev.launch(launch)
-        else:
-            if self._graph is None:
-                self._graph = self.dev.capture(self._steps)
-            self.dev.replay(self._graph)
-        self._done += 1
+    def _run(self, pos: int, count: int) -> None:
+        """Enqueue `count` steps whose schedule rows start at `pos`."""
+        k = 0
+        while k < count:
+            if self._done < self.check_kernels:
+                self._checked_step(pos + k)
+                n = 1
+            elif not self.use_graph or self._done == 0:  # the first step runs eagerly: modules load outside a capture
+                for launch in self._steps:
+                    self.dev.launch(launch)
+                n = 1
+            else:
+                n = self.steps_per_graph if count - k >= self.steps_per_graph else 1
+                if n not in self._graphs:
+                    self._graphs[n] = self.dev.capture(self._steps * n)
+                self.dev.replay(self._graphs[n])
+            k += n
+            self._done += n
+
+    def _checked_step(self, pos: int) -> None:
+        for launch in self._steps:
+            try:
+                worst = run_checked(self.dev, launch, pos)
+            except KernelMismatch as exc:
+                raise KernelMismatch(f"check-kernels, step {self._done}: {exc}") from None
+            mine = self.check_report.setdefault(launch.kernel, {})
+            for tensor, ratio in worst.items():
+                mine[tensor] = max(mine.get(tensor, 0.0), ratio)
 
     def _drain(self) -> None:
         """Copy the filled statistics rows to the host and rewind the schedule (waits for the GPU)."""
