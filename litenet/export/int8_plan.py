@@ -54,8 +54,13 @@ def plan_metadata(model: ModelConfig, scales: Scales, preset: str, classes: list
     }
 
 
-def write_plan(path: str | Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
-    """Write the plan to `path` (the caller handles temporaries and the final rename)."""
-    from safetensors.numpy import save_file
+def plan_bytes(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
+    """The plan file's contents (the caller writes them, atomically with the other exports)."""
+    from safetensors.numpy import save
 
-    save_file(tensors, str(path), metadata=metadata)
+    return save(tensors, metadata=metadata)
+
+
+def write_plan(path: str | Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+    """Write a plan file directly (tests and tools; litenet export writes plan_bytes atomically)."""
+    Path(path).write_bytes(plan_bytes(tensors, metadata))

@@ -77,6 +77,8 @@ def validate(options: ExportOptions) -> None:
         raise LiteNetError(f"--weight-max must be one of {', '.join(map(str, qdq.WEIGHT_MAX_CHOICES))}")
     if not 0 < options.percentile <= 100:
         raise LiteNetError(f"--percentile must be in (0, 100], got {options.percentile}")
+    if options.scales_file is not None and not Path(options.scales_file).is_file():
+        raise LiteNetError(f"{options.scales_file}: no such scales file; drop --scales to calibrate afresh")
 
 
 def check_writable(folder: Path) -> None:
@@ -144,8 +146,6 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
     test_images, test_labels = np.asarray(ds.test.images), np.asarray(ds.test.labels)
     if options.scales_file is not None:
         path = Path(options.scales_file)
-        if not path.is_file():
-            raise LiteNetError(f"{path}: no such scales file; drop --scales to calibrate afresh")
         scales = sc.from_json(path.read_text(encoding="utf-8"), model, str(path))
         log(f"int8: reusing the {scales.method} scales in {path}")
     else:
@@ -163,20 +163,16 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
         report.notes.append("ONNX Runtime left MatMuls in float: " + ", ".join(report.kernels["float_matmuls_after_dq"]))
 
     tensors = int8_plan.plan_tensors(params, model, scales, options.weight_max)
-    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), options.weight_max,
-                                        test_accuracy=round(acc8, 6))
-    from safetensors.numpy import save
-
-    plan_bytes = save(tensors, metadata=plan_meta)
-    with tempfile.TemporaryDirectory() as scratch:  # the executor reads files, so check the bytes we will write
-        (Path(scratch) / PLAN_FILE).write_bytes(plan_bytes)
-        z_plan = plan_runtime.run_plan(plan_runtime.load_plan(Path(scratch) / PLAN_FILE), test_images)
+    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), options.weight_max)
+    z_plan = plan_runtime.run_plan(plan_runtime.plan_from_tensors(tensors, plan_meta), test_images)
+    acc_plan = evaluate.accuracy(z_plan, test_labels)
     report.plan_check = checks.plan_agreement(z_plan, z8)
     report.scales = scales
+    plan_bytes = int8_plan.plan_bytes(tensors, {**plan_meta, "test_accuracy": str(round(acc_plan, 6))})
     qbytes = qmodel.SerializeToString()
     report.artifacts += [Artifact(INT8_FILE, qbytes, acc8),
                          Artifact(SCALES_FILE, sc.to_json(scales, model, preset).encode()),
-                         Artifact(PLAN_FILE, plan_bytes, evaluate.accuracy(z_plan, test_labels))]
+                         Artifact(PLAN_FILE, plan_bytes, acc_plan)]
     reason = tensorrt.unavailable_reason() if options.engine else "--no-engine was given"
     if reason is None:
         log("TensorRT: building the int8 engine")

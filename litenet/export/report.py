@@ -23,7 +23,7 @@ from litenet.errors import LiteNetError
 from litenet.export import checks, evaluate, onnx_graph, peer, qdq
 from litenet.export import scales as sc
 from litenet.export.calibrate import METHODS, calibration_images
-from litenet.export.int8_plan import plan_tensors
+from litenet.export.int8_plan import plan_metadata, plan_tensors
 from litenet.export.onnx_fp32 import build_fp32
 from litenet.export.pipeline import COMPARE_IMAGES, DEFAULT_CALIB, DEFAULT_METHOD
 from litenet.runtime import int8_plan as plan_rt
@@ -47,30 +47,41 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def run_plan_tensors(tensors: dict, model, images: np.ndarray) -> np.ndarray:
+def run_plan_tensors(tensors: dict, model, scales, wmax: int, images: np.ndarray) -> np.ndarray:
     """Execute plan tensors in memory (the same executor as a plan file, without writing one)."""
-    plan = plan_rt.Plan(tensors, model.embed, model.input_shift, model.blocks, model.ln_eps, (), {})
-    return plan_rt.run_plan(plan, images)
+    meta = plan_metadata(model, scales, "report", [], wmax)
+    return plan_rt.run_plan(plan_rt.plan_from_tensors(tensors, meta), images)
 
 
 def latencies(models: dict, images: np.ndarray, threads: tuple[int, ...], rounds: int, log) -> dict:
-    """Median µs per call for each (model, threads, batch), over `rounds` interleaved rounds."""
-    sessions = {(name, t): evaluate.session(proto, threads=t) for name, proto in models.items() for t in threads}
+    """Median µs per call for each (model, threads, batch, "wall" | "cpu"), over `rounds` interleaved rounds.
+
+    One thread count at a time: the idle workers of a multi-threaded session keep spinning for a
+    while after each run and would slow whichever session runs next. "cpu" is the calling
+    thread's CPU time. With one intra-op thread ONNX Runtime computes on the calling thread, so it
+    is the latency minus the time other jobs held the core: on a shared machine the steadier
+    figure. With more threads it misses the pool's share and is not shown.
+    """
     samples: dict = {}
-    for r in range(rounds):
-        if r % 5 == 0:
-            log(f"latency round {r + 1}/{rounds}")
-        for batch in BATCHES:
-            x = evaluate.to_input(images[:batch])
-            for (name, t), sess in sessions.items():
-                feed = {sess.get_inputs()[0].name: x}
-                for _ in range(WARMUP[batch]):
-                    sess.run(None, feed)
-                times = samples.setdefault((name, t, batch), [])
-                for _ in range(REPEATS[batch]):
-                    start = time.perf_counter()
-                    sess.run(None, feed)
-                    times.append((time.perf_counter() - start) * 1e6)
+    for t in threads:
+        sessions = {name: evaluate.session(proto, threads=t) for name, proto in models.items()}
+        for r in range(rounds):
+            if r % 5 == 0:
+                log(f"latency, {t} thread(s): round {r + 1}/{rounds}")
+            for batch in BATCHES:
+                x = evaluate.to_input(images[:batch])
+                for name, sess in sessions.items():
+                    feed = {sess.get_inputs()[0].name: x}
+                    for _ in range(WARMUP[batch]):
+                        sess.run(None, feed)
+                    wall = samples.setdefault((name, t, batch, "wall"), [])
+                    cpu = samples.setdefault((name, t, batch, "cpu"), [])
+                    for _ in range(REPEATS[batch]):
+                        start, start_cpu = time.perf_counter(), time.thread_time()
+                        sess.run(None, feed)
+                        wall.append((time.perf_counter() - start) * 1e6)
+                        cpu.append((time.thread_time() - start_cpu) * 1e6)
+        del sessions
     return {key: float(np.median(v)) for key, v in samples.items()}
 
 
@@ -109,7 +120,7 @@ def measure(weights: str | Path, calib: int = DEFAULT_CALIB, seed: int = 0, data
         scales = sc.with_method(base, method)
         proto = qdq.build_qdq(params, model, scales, {"preset": fig["preset"]}, wmax)
         z8 = evaluate.logits(evaluate.session(proto), x)
-        z_plan = run_plan_tensors(plan_tensors(params, model, scales, wmax), model, x)
+        z_plan = run_plan_tensors(plan_tensors(params, model, scales, wmax), model, scales, wmax, x)
         kernels = evaluate.kernel_report(proto)
         rows.append({"method": method, "weight_max": wmax, "acc": evaluate.accuracy(z8, y),
                      "plan_acc": evaluate.accuracy(z_plan, y), "plan": checks.plan_agreement(z_plan, z8),
@@ -190,17 +201,19 @@ def to_markdown(fig: dict) -> str:
                    f"{', '.join(r['float_matmuls']) or '-'} |")
     out += ["", "## CPU latency (ONNX Runtime, CPU provider, ORT_ENABLE_ALL)", "",
             f"µs per call, median over {fig['rounds']} interleaved rounds of {REPEATS[1]} (batch 1) / {REPEATS[256]} "
-            "(batch 256) calls per model; the ratio is to fp32 in the same column.", "",
-            "| model | " + " | ".join(f"batch {b}, {t} thread{'s' if t > 1 else ''}"
-                                    for t in fig["threads"] for b in BATCHES) + " |",
-            "|---|" + "---|" * (len(BATCHES) * len(fig["threads"]))]
+            "(batch 256) calls per model; the ratio is to fp32 in the same column. ",
+            "“CPU” is the calling thread's CPU time, which leaves out the time other jobs held the core "
+            "(with 1 intra-op thread ONNX Runtime computes on the calling thread).", ""]
+    columns = [(t, b, kind) for t in fig["threads"] for kind in (("cpu", "wall") if t == 1 else ("wall",))
+               for b in BATCHES]
+    out += ["| model | " + " | ".join(f"batch {b}, {t} thread{'s' if t > 1 else ''}, {'CPU' if k == 'cpu' else 'wall'}"
+                                      for t, b, k in columns) + " |", "|---|" + "---|" * len(columns)]
     lat = fig["latency"]
     for name in fig["latency_models"]:
         cells = []
-        for t in fig["threads"]:
-            for b in BATCHES:
-                v, ref = lat[(name, t, b)], lat[("fp32", t, b)]
-                cells.append(f"{v:,.0f}" + ("" if name == "fp32" else f" ({v / ref:.2f}×)"))
+        for t, b, kind in columns:
+            v, ref = lat[(name, t, b, kind)], lat[("fp32", t, b, kind)]
+            cells.append(f"{v:,.0f}" + ("" if name == "fp32" else f" ({v / ref:.2f}×)"))
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 

@@ -89,13 +89,21 @@ def load_plan(path: str | Path) -> Plan:
             meta = f.metadata() or {}
     except (SafetensorError, OSError, ValueError) as exc:
         raise LiteNetError(f"{path}: not a readable safetensors file ({exc}); re-run litenet export --int8") from None
+    return plan_from_tensors(tensors, meta, str(path))
+
+
+def plan_from_tensors(tensors: dict[str, np.ndarray], meta: dict[str, str], source: str = "plan") -> Plan:
+    """A Plan from its tensors and string metadata, as a file would hold them."""
     if meta.get("format") != PLAN_FORMAT:
-        raise LiteNetError(f"{path}: not a LiteNet int8 plan (format {meta.get('format')!r}, "
+        raise LiteNetError(f"{source}: not a LiteNet int8 plan (format {meta.get('format')!r}, "
                            f"expected {PLAN_FORMAT}); re-run litenet export --int8")
-    model = json.loads(meta["model"])
-    return Plan(tensors=tensors, embed=model["embed"], input_shift=float(model["input_shift"]),
-                blocks=int(model["blocks"]), ln_eps=float(model["ln_eps"]),
-                classes=tuple(json.loads(meta.get("classes", "[]"))), metadata=meta)
+    try:
+        model = json.loads(meta["model"])
+        return Plan(tensors=tensors, embed=model["embed"], input_shift=float(model["input_shift"]),
+                    blocks=int(model["blocks"]), ln_eps=float(model["ln_eps"]),
+                    classes=tuple(json.loads(meta.get("classes", "[]"))), metadata=dict(meta))
+    except (KeyError, TypeError, ValueError):
+        raise LiteNetError(f"{source}: the plan's model description is damaged; re-run litenet export --int8") from None
 
 
 def embed_rows(images: np.ndarray, embed: str, input_shift: float) -> np.ndarray:

@@ -53,6 +53,10 @@ def test_exported_models_agree_in_a_fresh_session(model_dir, dataset):
     meta = onnx_graph.read_metadata(onnx.load(str(model_dir / "model.int8.onnx")))
     assert float(meta["test_accuracy"]) == pytest.approx(evaluate.accuracy(z8, labels), abs=1e-6)
     assert json.loads(meta["class_names"]) == list(fx.CLASSES) and meta["preset"] == "tiny-test"
+    plan_file = plan_rt.load_plan(model_dir / plan_rt.PLAN_FILE)
+    z_plan = plan_rt.run_plan(plan_file, x)
+    assert float(plan_file.metadata["test_accuracy"]) == pytest.approx(evaluate.accuracy(z_plan, labels), abs=1e-6)
+    assert plan_file.classes == fx.CLASSES
 
 
 def test_fp32_only_export_writes_one_file(model_dir, dataset):

@@ -98,3 +98,10 @@ def test_loading_a_foreign_file_is_refused(tmp_path):
         plan_rt.load_plan(tmp_path / "other.safetensors")
     with pytest.raises(LiteNetError, match="no int8 plan"):
         plan_rt.load_plan(tmp_path / "missing.safetensors")
+
+
+def test_damaged_plan_metadata_is_refused():
+    from litenet.errors import LiteNetError
+
+    with pytest.raises(LiteNetError, match="model description is damaged"):
+        plan_rt.plan_from_tensors({}, {"format": plan_rt.PLAN_FORMAT, "model": "{not json"})
