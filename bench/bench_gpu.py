@@ -128,7 +128,7 @@ def bench_litenet(cupy, model, train, params, images, labels, sched, plan, steps
 
 
 def bench_torch(torch, model, train, params, images, labels, sched, graphed, steps, repeats):
-    from torch_twin import GraphedStep, TorchTwin
+    from gpu_torch_twin import GraphedStep, TorchTwin
 
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -150,7 +150,7 @@ def bench_torch(torch, model, train, params, images, labels, sched, graphed, ste
 
 def first_loss_agreement(torch, model, train, params, images, labels, sched) -> tuple[float, float]:
     """The loss of step 0 from LiteNet and from the PyTorch twin: checks the twin is the same model."""
-    from torch_twin import TorchTwin
+    from gpu_torch_twin import TorchTwin
     from litenet.train.cuda.backend import CudaBackend
 
     backend = CudaBackend(model, train, params)
