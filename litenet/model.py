@@ -7,7 +7,9 @@ parameter has one name, one shape and one place in the flat buffer everywhere.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -194,11 +196,15 @@ class ParamSpec:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
 
-def param_layout(model: ModelConfig) -> list[ParamSpec]:
-    """Every parameter in buffer order. Weights are stored (in, out): the forward is x @ W."""
+@functools.lru_cache(maxsize=64)
+def param_layout(model: ModelConfig) -> tuple[ParamSpec, ...]:
+    """Every parameter in buffer order. Weights are stored (in, out): the forward is x @ W.
+
+    Cached: the layout is read several times per training step.
+    """
     specs: list[ParamSpec] = []
 
     def add(name, shape, fan_in, kind):
@@ -216,7 +222,7 @@ def param_layout(model: ModelConfig) -> list[ParamSpec]:
         add(f"blocks.{i}.ln.beta", (d,), 0, "beta")
     add("head.weight", (d, model.classes), d, "weight")
     add("head.bias", (model.classes,), d, "bias")
-    return specs
+    return tuple(specs)
 
 
 def param_count(model: ModelConfig) -> int:

@@ -25,6 +25,7 @@ class BlockTape:
 @dataclass
 class Tape:
     x: np.ndarray  # the images as floats (B, 32, 32, 3)
+    s: np.ndarray | None = None  # what the embedding multiplies: colour sums (B, 1024) or values (B, 3072)
     blocks: list[BlockTape] = field(default_factory=list)
     y: np.ndarray | None = None  # last block output, the head's input (B, d)
     z: np.ndarray | None = None  # logits (B, C)
@@ -34,8 +35,10 @@ def forward(params: np.ndarray, images: np.ndarray, model: ModelConfig) -> Tape:
     """Logits for a batch of images (uint8 or [0, 1] floats), with the activations kept for backward."""
     p = param_views(params, model)
     x = ref.pixels_to_float(images, params.dtype.type)
-    tape = Tape(x=x)
-    h = ref.embed_forward(x, p["embed.weight"], model.embed, model.input_shift)  # (B, d)
+    # embed_forward in two steps, so the tape keeps s for the backward
+    s = ref.embed_inputs(x, model.embed, model.input_shift)
+    tape = Tape(x=x, s=s)
+    h = s @ p["embed.weight"]  # (B, d)
     for i in range(model.blocks):
         u = ref.linear_forward(h, p[f"blocks.{i}.fc1.weight"], p[f"blocks.{i}.fc1.bias"])  # main path d→H
         a = ref.gelu_forward(u)
@@ -92,7 +95,7 @@ def backward(params: np.ndarray, tape: Tape, dz: np.ndarray, model: ModelConfig,
         dh = ds + dx_main  # identity path + main path
         block_grads.append(BlockGrads(ds=ds, dx_main=dx_main, dx=dh))
     g["embed.weight"][...], dx = ref.embed_backward(
-        dh, tape.x, p["embed.weight"], model.embed, model.input_shift, want_dx=want_dx)
+        dh, tape.x, p["embed.weight"], model.embed, model.input_shift, want_dx=want_dx, inputs=tape.s)
     return grads, dx, block_grads[::-1]
 
 

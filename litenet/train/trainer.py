@@ -140,6 +140,9 @@ class Trainer:
                     ended = self._run_epoch(backend, epoch, position.step_in_epoch, interrupt, bar)
                     position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
                     if isinstance(ended, TrainResult):
+                        if ended.stopped == "interrupted":
+                            print(f"litenet: saved a checkpoint at step {ended.position.global_step} in {self.out}; "
+                                  "continue with --resume", file=sys.stderr)
                         return ended
         finally:
             bar.close()
@@ -176,8 +179,6 @@ class Trainer:
             if (interrupt.requested or at_limit) and step < self.steps_per_epoch:
                 position = Position(epoch, step, epoch * self.steps_per_epoch + step)
                 self._save(backend, position)
-                print(f"litenet: saved a checkpoint at step {position.global_step}; continue with --resume",
-                      file=sys.stderr)
                 return TrainResult(position, None, "interrupted")
         seconds = time.perf_counter() - started
         record = self._evaluate(backend, epoch, float(np.mean(losses)), seconds, step - first_step)
