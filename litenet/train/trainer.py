@@ -91,6 +91,7 @@ class Trainer:
         self.total_steps = self.steps_per_epoch * train.epochs
         self.metrics = MetricsLog(self.out)
         self.history: list[dict] = []
+        self._chunk_start_params = None  # the weights at the last chunk boundary, for update ratios
         self._last_plot = time.perf_counter()
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -127,6 +128,7 @@ class Trainer:
                              "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
                              "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
                              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
+        self._chunk_start_params = backend.state()["params"]
         return backend, position
 
     # -- the loop --------------------------------------------------------------------------------
@@ -164,7 +166,9 @@ class Trainer:
             backend.train_steps(batches[step:step + count], lrs,
                                 None if flips is None else flips[step:step + count])
             stats = backend.fetch_stats()
-            self.metrics.write(_step_records(stats, lrs, global_step, epoch))
+            records = _step_records(stats, lrs, global_step, epoch)
+            records[-1].update(self._weight_change(backend, count))
+            self.metrics.write(records)
             if not np.all(np.isfinite(stats["loss"])):
                 bad = global_step + int(np.argmax(~np.isfinite(stats["loss"])))
                 print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
@@ -192,6 +196,23 @@ class Trainer:
         if (interrupt.requested or at_limit) and epoch + 1 < self.train.epochs:
             return TrainResult(position, record["test_accuracy"], "interrupted")
         return None
+
+    def _weight_change(self, backend, steps: int) -> dict:
+        """Per tensor ‖w‖ and ‖Δw‖/‖w_start‖ over the chunk just run (docs/insight.md).
+
+        Measured once per chunk from backend.state(), so no backend needs a new statistic and a GPU
+        is not synchronised inside a chunk; a tensor that starts at zero (β) has no ratio (None).
+        """
+        params = backend.state()["params"]
+        before, self._chunk_start_params = self._chunk_start_params, params
+        norms, ratios = [], []
+        for p in param_layout(self.model):
+            w0 = before[p.offset:p.offset + p.size].astype(np.float64)
+            w1 = params[p.offset:p.offset + p.size].astype(np.float64)
+            start = float(np.sqrt(np.dot(w0, w0)))
+            norms.append(float(f"{np.sqrt(np.dot(w1, w1)):.5g}"))
+            ratios.append(float(f"{np.linalg.norm(w1 - w0) / start:.5g}") if start > 0 else None)
+        return {"update_steps": steps, "weight_norms": norms, "update_ratio": ratios}
 
     # -- evaluation, saving, reporting -------------------------------------------------------------
 
