@@ -44,6 +44,12 @@ data: $(VENV)/.installed-train  ## locate (or download) CIFAR-10 and convert it 
 train: $(VENV)/.installed-train$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),) data  ## train PRESET into models/PRESET (BACKEND=auto|numpy|cuda)
 	$(VENV)/bin/litenet train --preset $(PRESET) $(epochs_flag) --backend $(BACKEND) --out $(OUT) $(data_flag)
 
+TORCH_VERSION ?= 2.13.0
+.PHONY: bench
+bench: $(VENV)/.installed-train data  ## NumPy backend epoch time against the same model in PyTorch on this CPU (installs torch)
+	$(PY) -m pip install -q "torch==$(TORCH_VERSION)"
+	$(PY) bench/bench_cpu.py --threads $$(nproc) --repeats 3 --out bench/results/cpu-$$(date -u +%F).md $(data_flag)
+
 .PHONY: gradcheck
 gradcheck: $(VENV)/.installed-train  ## finite-difference check of every gradient, for every preset
 	@for p in $$($(PY) -c "from litenet.model import preset_names; print(*preset_names())"); do \
