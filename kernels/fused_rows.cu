@@ -18,7 +18,7 @@
 // params/layout: the flat parameter buffer and the offsets of its tensors in param_layout order.
 //
 // Launch: 256 threads, grid = ⌈B / rows⌉, rows ≤ 16 images per block, dynamic shared memory
-// 4·(rows·(4·d4 + h4 + c4) + 32) bytes with w4 = w rounded up to a multiple of 4.
+// 4·(rows·(4·d16 + h16 + c16) + 32 + 256) bytes, w16 = w rounded up to a multiple of 16 (gemm.cuh).
 // Limits: rows ≤ 16 (LN_ROWS_MAX); shared memory must fit (the host picks rows); C ≥ 2.
 #include "common.cuh"
 #include "gemm.cuh"
@@ -30,7 +30,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
                                       int stat_width, int path_slot, int B, int d, int H, int C, int blocks, int rows,
                                       int loss_kind, float margin, float eps) {
     LN_DYNAMIC_SMEM(float, smem);
-    const int d4 = (d + 3) & ~3, h4 = (H + 3) & ~3, c4 = (C + 3) & ~3;
+    const int d4 = (d + 15) & ~15, h4 = (H + 15) & ~15, c4 = (C + 15) & ~15;  // row strides
     const int row0 = blockIdx.x * rows, R = min(rows, B - row0);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
     float* sx = smem;           // block input x, then y
@@ -39,9 +39,10 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
     float* sg = sv + rows * d4;  // ∂y flowing down
     float* sd = sg + rows * d4;  // ∂s
     float* sz = sd + rows * d4;  // z, then ∂z
-    float* red = sz + rows * c4;
+    float* red = sz + rows * c4;  // 32 floats for block_sum
+    float* part = red + 32;        // 256 floats for rows_matmul's split-k partial sums
     const int total = rows * (4 * d4 + h4 + c4);
-    // Padding columns must read as zero: rows_matmul reads rows four floats at a time.
+    // Padding columns must read as zero: rows_matmul reads rows 16 floats at a time.
     for (int e = tid; e < total; e += blockDim.x) smem[e] = 0.f;
     __syncthreads();
     for (int e = tid; e < R * d; e += blockDim.x) sx[(e / d) * d4 + e % d] = X[(size_t)row0 * d + e];
@@ -54,7 +55,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
         const float* b2 = params + layout[4 + 6 * i];
         const float* gamma = params + layout[5 + 6 * i];
         const float* beta = params + layout[6 + 6 * i];
-        rows_matmul(sx, d4, R, W1, d, H, false, b1, sa, h4);
+        rows_matmul(sx, d4, R, W1, d, H, false, b1, sa, h4, part);
         for (int e = tid; e < R * H; e += blockDim.x) {
             const int r = e / H, h = e % H;
             const size_t g = ((size_t)i * B + row0) * H + e;
@@ -64,7 +65,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
             sa[r * h4 + h] = a;
         }
         __syncthreads();
-        rows_matmul(sa, h4, R, W2, H, d, false, b2, sv, d4);
+        rows_matmul(sa, h4, R, W2, H, d, false, b2, sv, d4, part);
         for (int r = warp; r < R; r += warps) {
             const size_t g = (size_t)i * B + row0 + r;
             const float rs = layernorm_row_forward(sx + r * d4, sv + r * d4, gamma, beta, eps, d, NRM + g * d, sx + r * d4);
@@ -77,7 +78,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
 
     const float* Wc = params + layout[1 + 6 * blocks];
     const float* bc = params + layout[2 + 6 * blocks];
-    rows_matmul(sx, d4, R, Wc, d, C, false, bc, sz, c4);
+    rows_matmul(sx, d4, R, Wc, d, C, false, bc, sz, c4, part);
     const int pos = step_pos(ctr);
     float* row_stats = stats + (size_t)pos * stat_width;
     float loss = 0.f;
@@ -90,7 +91,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
     loss = block_sum(loss, red);  // also the barrier that publishes ∂z in sz
     if (tid == 0) atomicAdd(row_stats + LN_STAT_LOSS, loss / (float)B);
 
-    rows_matmul(sz, c4, R, Wc, C, d, true, 0, sg, d4);  // ∂y = ∂z Wcᵀ
+    rows_matmul(sz, c4, R, Wc, C, d, true, 0, sg, d4, part);  // ∂y = ∂z Wcᵀ
     for (int i = blocks - 1; i >= 0; --i) {
         const float* W1 = params + layout[1 + 6 * i];
         const float* W2 = params + layout[3 + 6 * i];
@@ -102,7 +103,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
             for (int j = lane; j < d; j += 32) DS[g * d + j] = sd[r * d4 + j];
         }
         __syncthreads();
-        rows_matmul(sd, d4, R, W2, d, H, true, 0, sa, h4);  // ∂a = ∂s W2ᵀ
+        rows_matmul(sd, d4, R, W2, d, H, true, 0, sa, h4, part);  // ∂a = ∂s W2ᵀ
         for (int e = tid; e < R * H; e += blockDim.x) {
             const int r = e / H, h = e % H;
             const size_t g = ((size_t)i * B + row0) * H + e;
@@ -111,7 +112,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
             U[g] = du;
         }
         __syncthreads();
-        rows_matmul(sa, h4, R, W1, H, d, true, 0, sv, d4);  // ∂x_main = ∂u W1ᵀ
+        rows_matmul(sa, h4, R, W1, H, d, true, 0, sv, d4, part);  // ∂x_main = ∂u W1ᵀ
         float ss = 0.f, mm = 0.f, sm = 0.f;
         for (int e = tid; e < R * d; e += blockDim.x) {
             const int k = (e / d) * d4 + e % d;

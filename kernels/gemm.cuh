@@ -8,10 +8,11 @@
 //                 epilogue; its counter returns to zero for the next launch.
 //   colsum_tile   out[n] = Σ_k f(k, n) for a 64-column tile (bias and LayerNorm parameter grads).
 //   rows_matmul   out[r, n] = Σ_k in[r, k] · W(k, n) for a few rows held in shared memory (the fused
-//                 small-batch kernel; W read straight from global/L1).
+//                 small-batch kernel; W read straight from L2/L1, 16 loads in flight per thread).
 //
 // Limits: tiles are 64×64 with k steps of 16; M, N, K need not be multiples of anything (loads
-// are guarded, out-of-range elements read as 0). rows_matmul holds at most 16 rows per thread.
+// are guarded, out-of-range elements read as 0). rows_matmul holds at most 16 rows per thread,
+// and its input rows are padded to a multiple of 16 floats.
 #pragma once
 
 #define LN_TILE 64
@@ -62,29 +63,47 @@ struct GemmSmem {
 // Thread t owns rows m0 + t/16 + 16i and columns n0 + t%16 + 16j, i, j < 4 (strided, so the
 // shared-memory reads of a warp hit distinct banks and its global stores are 64-byte runs).
 template <class A, class B>
+__device__ __forceinline__ void gemm_fetch(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
+                                           float (&ra)[4], float (&rb)[4]) {
+    // Each thread fetches 4 of the 16×64 elements of each tile; consecutive threads walk the
+    // operand's contiguous index so global reads coalesce.
+    const int t = threadIdx.x;
+    for (int l = 0; l < 4; ++l) {
+        const int e = t + l * LN_THREADS;
+        const int kk = A::second_contiguous ? e % LN_TK : e / LN_TILE;
+        const int mm = A::second_contiguous ? e / LN_TK : e % LN_TILE;
+        const int m = m0 + mm, k = k0 + kk;
+        ra[l] = (m < M && k < k_end) ? a(m, k) : 0.f;
+    }
+    for (int l = 0; l < 4; ++l) {
+        const int e = t + l * LN_THREADS;
+        const int kk = B::second_contiguous ? e / LN_TILE : e % LN_TK;
+        const int nn = B::second_contiguous ? e % LN_TILE : e / LN_TK;
+        const int n = n0 + nn, k = k0 + kk;
+        rb[l] = (n < N && k < k_end) ? b(k, n) : 0.f;
+    }
+}
+
+// Thread t owns rows m0 + t/16 + 16i and columns n0 + t%16 + 16j, i, j < 4 (strided, so the
+// shared-memory reads of a warp hit distinct banks and its global stores are 64-byte runs).
+// The next k step's elements are fetched into registers while this one is multiplied, so global
+// latency overlaps the arithmetic.
+template <class A, class B>
 __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
                           float (&acc)[4][4], GemmSmem& s) {
     const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
     for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+    float ra[4], rb[4];
+    if (k_begin < k_end) gemm_fetch(a, b, M, N, k_begin, k_end, m0, n0, ra, rb);
     for (int k0 = k_begin; k0 < k_end; k0 += LN_TK) {
-        // Each thread loads 4 of the 16×64 elements of each tile; consecutive threads walk the
-        // operand's contiguous index so global reads coalesce.
         for (int l = 0; l < 4; ++l) {
             const int e = t + l * LN_THREADS;
-            const int kk = A::second_contiguous ? e % LN_TK : e / LN_TILE;
-            const int mm = A::second_contiguous ? e / LN_TK : e % LN_TILE;
-            const int m = m0 + mm, k = k0 + kk;
-            s.a[kk][mm] = (m < M && k < k_end) ? a(m, k) : 0.f;
-        }
-        for (int l = 0; l < 4; ++l) {
-            const int e = t + l * LN_THREADS;
-            const int kk = B::second_contiguous ? e / LN_TILE : e % LN_TK;
-            const int nn = B::second_contiguous ? e % LN_TILE : e / LN_TK;
-            const int n = n0 + nn, k = k0 + kk;
-            s.b[kk][nn] = (n < N && k < k_end) ? b(k, n) : 0.f;
+            s.a[A::second_contiguous ? e % LN_TK : e / LN_TILE][A::second_contiguous ? e / LN_TK : e % LN_TILE] = ra[l];
+            s.b[B::second_contiguous ? e / LN_TILE : e % LN_TK][B::second_contiguous ? e % LN_TILE : e / LN_TK] = rb[l];
         }
         __syncthreads();
+        if (k0 + LN_TK < k_end) gemm_fetch(a, b, M, N, k0 + LN_TK, k_end, m0, n0, ra, rb);
         for (int kk = 0; kk < LN_TK; ++kk) {
             float av[4], bv[4];
             for (int i = 0; i < 4; ++i) av[i] = s.a[kk][ty + 16 * i];
@@ -180,36 +199,63 @@ __device__ bool colsum_splitk(const F& f, int N, int K, int n0, int split, int s
 // Rows held in shared memory times a weight matrix read from global memory (the fused kernel).
 // out[r·ldo + n] = Σ_k in[r·ldi + k] · W(k, n) (+ bias[n]) for r < R ≤ 16, n < N, with
 // W(k, n) = W[k·N + n] ("x W", the forward) or, when transposed, W[n·K + k] ("∂y Wᵀ").
-// `in` rows are read 4 floats at a time: ldi must be a multiple of 4, `in` 16-byte aligned and
-// its padding columns [K, ldi) zero. Threads are (row group, column): a narrow N leaves room for
-// several row groups. Ends with a barrier, so `out` is ready for every thread.
+// Threads are (group, column). A narrow N leaves several groups: they take different rows and,
+// when there are fewer rows than groups, different k ranges, whose partial sums meet in
+// `scratch` (256 floats of shared memory). Each thread issues 16 weight loads at a time, so L2
+// latency is paid once per 16 k, not once per k. `in` rows are read 4 floats at a time up to a
+// multiple of 16: ldi must be a multiple of 16, `in` 16-byte aligned and its padding zero.
+// Ends with a barrier, so `out` is ready for every thread.
+#define LN_KCHUNK 16
 __device__ void rows_matmul(const float* in, int ldi, int R, const float* W, int K, int N, bool transposed,
-                            const float* bias, float* out, int ldo) {
+                            const float* bias, float* out, int ldo, float* scratch) {
     const int ncols = min((N + 31) & ~31, (int)blockDim.x);
     const int groups = blockDim.x / ncols;
+    const int row_groups = min(groups, R), k_groups = groups / row_groups;
     const int col = threadIdx.x % ncols, g = threadIdx.x / ncols;
-    for (int n0 = 0; n0 < N; n0 += ncols) {
+    const int rg = g % row_groups, kg = g / row_groups;
+    const bool working = g < row_groups * k_groups;
+    const int kchunk = ((K + k_groups - 1) / k_groups + LN_KCHUNK - 1) & ~(LN_KCHUNK - 1);
+    const int k_begin = min(K, kg * kchunk), k_end = min(K, k_begin + kchunk);
+    for (int n0 = 0; n0 < N; n0 += ncols) {  // the same trip count for every thread: barriers inside
         const int n = n0 + col;
-        if (g < groups && n < N) {
-            float acc[LN_ROWS_MAX];
-            for (int i = 0; i < LN_ROWS_MAX; ++i) acc[i] = 0.f;
-            for (int k = 0; k < K; k += 4) {
-                float w[4];
-                for (int q = 0; q < 4; ++q)
-                    w[q] = k + q < K ? (transposed ? W[(size_t)n * K + k + q] : W[(size_t)(k + q) * N + n]) : 0.f;
-                for (int i = 0; i < LN_ROWS_MAX; ++i) {
-                    const int r = g + i * groups;
-                    if (r < R) {
-                        const float4 x = *reinterpret_cast<const float4*>(in + r * ldi + k);
-                        acc[i] += ((x.x * w[0] + x.y * w[1]) + x.z * w[2]) + x.w * w[3];
-                    }
+        const bool active = working && n < N;
+        float acc[LN_ROWS_MAX];
+        for (int i = 0; i < LN_ROWS_MAX; ++i) acc[i] = 0.f;
+        if (active) {
+            for (int k0 = k_begin; k0 < k_end; k0 += LN_KCHUNK) {
+                float w[LN_KCHUNK];
+#pragma unroll
+                for (int q = 0; q < LN_KCHUNK; ++q) {
+                    const int k = k0 + q;
+                    w[q] = k < k_end ? (transposed ? W[(size_t)n * K + k] : W[(size_t)k * N + n]) : 0.f;
                 }
+#pragma unroll
+                for (int q = 0; q < LN_KCHUNK; q += 4)
+                    for (int i = 0; i < LN_ROWS_MAX; ++i) {
+                        const int r = rg + i * row_groups;
+                        if (r < R) {
+                            const float4 x = *reinterpret_cast<const float4*>(in + r * ldi + k0 + q);
+                            acc[i] += ((x.x * w[q] + x.y * w[q + 1]) + x.z * w[q + 2]) + x.w * w[q + 3];
+                        }
+                    }
             }
-            const float b = bias ? bias[n] : 0.f;
-            for (int i = 0; i < LN_ROWS_MAX; ++i) {
-                const int r = g + i * groups;
-                if (r < R) out[r * ldo + n] = acc[i] + b;
+        }
+        const float b = (active && bias) ? bias[n] : 0.f;
+        if (k_groups == 1) {
+            if (active)
+                for (int i = 0; i < LN_ROWS_MAX; ++i) {
+                    const int r = rg + i * row_groups;
+                    if (r < R) out[r * ldo + n] = acc[i] + b;
+                }
+        } else {  // fewer rows than groups: row_groups == R, one row per thread
+            if (active) scratch[(kg * R + rg) * ncols + col] = acc[0];
+            __syncthreads();
+            if (active && kg == 0) {
+                float total = 0.f;
+                for (int j = 0; j < k_groups; ++j) total += scratch[(j * R + rg) * ncols + col];
+                out[rg * ldo + n] = total + b;
             }
+            __syncthreads();  // scratch is free for the next columns
         }
     }
     __syncthreads();

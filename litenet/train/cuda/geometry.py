@@ -103,12 +103,13 @@ def fused_rows_shape(model: ModelConfig, batch: int, sm_count: int) -> tuple[int
 
     About one block per multiprocessor at most, no more than 16 rows (the kernel's register tile),
     fewer while the rows do not fit in shared memory."""
-    r4 = lambda n: (n + 3) // 4 * 4  # noqa: E731
-    per_row = 4 * (4 * r4(model.width) + r4(model.hidden) + r4(model.classes))
+    r16 = lambda n: (n + 15) // 16 * 16  # noqa: E731  (rows padded for 16-wide k chunks)
+    per_row = 4 * (4 * r16(model.width) + r16(model.hidden) + r16(model.classes))
+    fixed = 4 * (32 + 256)  # block_sum scratch, rows_matmul's partial sums
     rows = max(1, min(ROWS_MAX, batch // max(sm_count, 1)))
-    while rows > 0 and rows * per_row + 4 * 32 > SMEM_LIMIT:
+    while rows > 0 and rows * per_row + fixed > SMEM_LIMIT:
         rows -= 1
-    return rows, (rows * per_row + 4 * 32 if rows else 0)
+    return rows, (rows * per_row + fixed if rows else 0)
 
 
 def weight_grad_jobs(model: ModelConfig, batch: int, sm_count: int):
@@ -139,10 +140,17 @@ def weight_grad_jobs(model: ModelConfig, batch: int, sm_count: int):
     return np.array(rows, dtype=np.int32).reshape(-1, 10), max(scratch, 1), tile_id
 
 
+FUSED_WEIGHT_BYTES = 512 * 1024
+
+
 def choose_plan(geometry: Geometry) -> str:
-    """"fused" (4 launches, rows in shared memory) while the batch is small enough that launch
-    overhead dominates; "ops" (one tiled kernel per operation) for large batches, where
-    64×64-tile products use the GPU better than the fused kernel's few rows per block."""
-    if not geometry.fused_ok:
+    """"fused" (4 launches, rows in shared memory) while the batch is small and the blocks'
+    weights are small: every block of fused_rows streams all of W1 and W2 (twice) through its one
+    multiprocessor, which is cheap for the seed (128 KiB) and ruinous for 2 MiB (measured on the
+    H200, 2026-12-02: wide preset at batch 64, fused 0.72 ms against ops 0.29 ms). "ops" (one tiled
+    kernel per operation) otherwise: 64×64 tiles spread the weights over all multiprocessors."""
+    m = geometry.model
+    weights = 4 * 2 * m.blocks * m.width * m.hidden
+    if not geometry.fused_ok or weights > FUSED_WEIGHT_BYTES:
         return "ops"
     return "fused" if geometry.batch <= 1024 else "ops"
