@@ -1,0 +1,147 @@
+"""`litenet-infer IMAGE...`: classify images with the best backend this machine has (docs/runtime.md).
+
+Exit status: 0 every image classified; 1 at least one input could not be read (the others were
+still classified); 2 bad command line; 3 no image classified because the model or the backend is
+unusable; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from litenet.errors import LiteNetError
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+PROG = "litenet-infer"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    from litenet.runtime.backends import BACKENDS
+
+    p = argparse.ArgumentParser(prog=PROG, description="Classify images with a LiteNet model (CIFAR-10 classes).",
+                                epilog="Exit status: 0 all classified, 1 some inputs failed, 2 bad usage, "
+                                       "3 model or backend unusable. Schema of --json: docs/runtime.md.")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files, folders (their images) or glob patterns")
+    p.add_argument("--model", metavar="DIR|FILE",
+                   help="model folder (litenet train + export) or one model file (default: the shipped litenet-base)")
+    p.add_argument("--backend", default="auto", choices=["auto", *BACKENDS],
+                   help="auto: TensorRT engine → LiteNet CUDA → ONNX Runtime CPU, the first usable (default)")
+    p.add_argument("--precision", choices=["fp32", "int8"],
+                   help="fp32 (default) or int8; a single int8 model file implies int8")
+    p.add_argument("--topk", type=int, default=1, metavar="K", help="show the K best classes (default 1)")
+    p.add_argument("--json", action="store_true", help="one JSON object per image (schema litenet-infer/1)")
+    p.add_argument("--batch-size", type=int, default=64, metavar="N", help="images per forward pass (default 64)")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="ONNX Runtime intra-op threads (default: 1 for batches ≤ 8, else the physical cores)")
+    p.add_argument("--verbose", action="store_true", help="say which backend was chosen and why, and the timings")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    # NumPy does no matrix work here (ONNX Runtime or the GPU does), and an idle OpenBLAS pool
+    # costs ~0.1 s of CPU to start and stop: a third of this command's start-up budget.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    args = build_parser().parse_args(argv)
+    if args.topk < 1 or args.batch_size < 1 or (args.threads is not None and args.threads < 1):
+        print(f"{PROG}: error: --topk, --batch-size and --threads must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    log = (lambda line: print(f"{PROG}: {line}", file=sys.stderr)) if args.verbose else (lambda line: None)
+    try:
+        return run(args, log)
+    except LiteNetError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_MODEL
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `litenet-infer ... | head`: the reader is gone, nothing left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_SOME_FAILED
+
+
+def run(args: argparse.Namespace, log) -> int:
+    """Locate the model, choose and open the backend, classify every input in batches, print the records."""
+    from litenet.runtime.backends import choose
+    from litenet.runtime.images import expand_inputs
+    from litenet.runtime.model_files import ModelFiles
+
+    t0 = time.perf_counter()
+    inputs = expand_inputs(args.images)
+    model = ModelFiles.locate(args.model)
+    precision = args.precision or model.default_precision()
+    if precision not in model.precisions():
+        raise LiteNetError(f"{model.describe()} has no {precision} model; run `litenet export --int8` for it "
+                           f"or choose --precision {model.default_precision()}")
+    log(f"model {model.describe()} ({precision})")
+    choice = choose(args.backend, model, precision)
+    for name, reason in choice.notes:
+        log(f"backend {name}: " + ("chosen" if reason is None else f"not used ({reason})"))
+    readable = sum(reason is None for _, reason in inputs)
+    backend = choice.cls(model, precision, threads=args.threads,
+                         max_batch=max(1, min(args.batch_size, readable)))
+    log(f"{backend.describe()}; ready in {1000 * (time.perf_counter() - t0):.0f} ms")
+    emit = _emitter(args.json)
+    failed = 0
+    for start in range(0, len(inputs), args.batch_size):
+        failed += classify_batch(inputs[start:start + args.batch_size], backend, precision, model, args, emit)
+    log(f"{len(inputs) - failed} classified, {failed} failed, {1000 * (time.perf_counter() - t0):.0f} ms in all")
+    sys.stdout.flush()
+    return EXIT_SOME_FAILED if failed else EXIT_OK
+
+
+def classify_batch(batch, backend, precision: str, model, args, emit) -> int:
+    """Decode one batch of inputs, run the good ones in one predict call, emit records in input order; returns failures."""
+    import numpy as np
+
+    from litenet.runtime import records
+    from litenet.runtime.images import ImageError, load_image
+
+    results: list[dict | None] = []
+    pixels, rows = [], []
+    for path, problem in batch:
+        try:
+            if problem is not None:
+                raise ImageError(f"{path}: {problem}")
+            pixels.append(load_image(path))
+            rows.append(len(results))
+            results.append(None)
+        except ImageError as exc:
+            results.append(records.error_record(path, str(exc)))
+    if pixels:
+        start = time.perf_counter()
+        logits = np.asarray(backend.predict(np.stack(pixels)), dtype=np.float32)
+        per_image_ms = 1000 * (time.perf_counter() - start) / len(pixels)
+        for row, z in zip(rows, logits):
+            path = batch[row][0]
+            if not np.all(np.isfinite(z)):
+                results[row] = records.error_record(path, f"{path}: the model produced NaN or infinite logits")
+                continue
+            results[row] = records.ok_record(path, z, backend.classes, args.topk, backend.name, precision,
+                                             model.describe(), len(pixels), per_image_ms)
+    for record in results:
+        emit(record)
+    return sum(not r["ok"] for r in results)
+
+
+def _emitter(as_json: bool):
+    """Prints a record: a JSON line or a human line on stdout; failures also as one line on stderr."""
+    from litenet.runtime import records
+
+    def emit(record: dict) -> None:
+        if not record["ok"]:
+            print(f"{PROG}: error: {record['error']}", file=sys.stderr)
+            if as_json:
+                print(records.to_json(record))
+            return
+        print(records.to_json(record) if as_json else records.to_human(record))
+
+    return emit
+
+
+if __name__ == "__main__":
+    sys.exit(main())

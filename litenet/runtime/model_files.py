@@ -1,0 +1,211 @@
+"""ModelFiles: the files of one model (a folder written by litenet train + export, or a single model file) and its class names."""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from litenet.errors import LiteNetError
+
+# The names litenet train and litenet export write (litenet/weights.py, litenet/export/pipeline.py,
+# litenet/export/tensorrt.py); repeated here because the runtime may not import the exporter.
+FP32_ONNX = "model.onnx"
+INT8_ONNX = "model.int8.onnx"
+PLAN = "model.int8.plan.safetensors"
+ENGINE = "model.int8.engine"
+ENGINE_INFO = "model.int8.engine.json"
+WEIGHTS = "weights.safetensors"
+CONFIG = "config.json"
+DEFAULT_MODEL = "litenet-base"
+PRECISIONS = ("fp32", "int8")
+# A single file given with --model: which slot it fills.
+FILE_ROLES = {FP32_ONNX: "fp32_onnx", INT8_ONNX: "int8_onnx", PLAN: "plan", ENGINE: "engine", WEIGHTS: "weights"}
+MODEL_HINT = "pass --model with a folder written by `litenet train` + `litenet export --int8` (or one of its model files)"
+
+
+@dataclass
+class ModelFiles:
+    """Where each file of a model is (None when absent), plus its folder's config.json, read lazily."""
+
+    source: Path  # what the user gave (or the shipped default)
+    folder: Path
+    fp32_onnx: Path | None = None
+    int8_onnx: Path | None = None
+    plan: Path | None = None
+    engine: Path | None = None
+    engine_info: Path | None = None
+    weights: Path | None = None
+    config: Path | None = None
+    single_file: bool = False
+    _classes: tuple[str, ...] | None = field(default=None, repr=False)
+
+    @classmethod
+    def locate(cls, path: str | Path | None = None) -> ModelFiles:
+        """A model folder → its files; one model file → that file alone; None → the shipped model."""
+        if path is None:
+            return cls.shipped()
+        path = Path(path)
+        if path.is_dir():
+            found = {role: path / name for name, role in FILE_ROLES.items() if (path / name).is_file()}
+            info = path / ENGINE_INFO
+            files = cls(source=path, folder=path, **found, engine_info=info if info.is_file() else None,
+                        config=path / CONFIG if (path / CONFIG).is_file() else None)
+            if not (files.fp32_onnx or files.int8_onnx or files.plan or files.engine):
+                raise LiteNetError(f"{path}: no model.onnx or model.int8.onnx in this folder; run "
+                                   f"`litenet export --weights {path} --int8` first, or {MODEL_HINT}")
+            return files
+        if path.is_file():
+            role = FILE_ROLES.get(path.name) or _role_by_suffix(path)
+            if role is None:
+                raise LiteNetError(f"{path}: not a LiteNet model file (expected one of {', '.join(FILE_ROLES)}); "
+                                   f"{MODEL_HINT}")
+            folder = path.parent
+            extra = {}
+            if role == "engine" and (folder / ENGINE_INFO).is_file():
+                extra["engine_info"] = folder / ENGINE_INFO
+            return cls(source=path, folder=folder, single_file=True, **{role: path}, **extra,
+                       config=folder / CONFIG if (folder / CONFIG).is_file() else None)
+        raise LiteNetError(f"{path}: no such model file or folder; {MODEL_HINT}")
+
+    @classmethod
+    def shipped(cls) -> ModelFiles:
+        """The model shipped with LiteNet (models/litenet-base in a checkout or a wheel)."""
+        from litenet.resources import models_dir
+
+        try:
+            folder = models_dir() / DEFAULT_MODEL
+        except FileNotFoundError as exc:
+            raise LiteNetError(f"{exc}; or {MODEL_HINT}") from None
+        if not (folder / FP32_ONNX).is_file() and not (folder / INT8_ONNX).is_file():
+            raise LiteNetError(f"the shipped model {folder} is missing (run `make ship-model` in a checkout); "
+                               f"or {MODEL_HINT}")
+        return cls.locate(folder)
+
+    def precisions(self) -> list[str]:
+        """The precisions some file of this model provides."""
+        out = ["fp32"] if (self.fp32_onnx or self.weights) else []
+        return out + (["int8"] if (self.int8_onnx or self.plan or self.engine) else [])
+
+    def default_precision(self) -> str:
+        """fp32 when the model has it (the more accurate), else int8 (a single int8 file was given)."""
+        available = self.precisions()
+        return "fp32" if "fp32" in available or not available else available[0]
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """Class names in logit order: config.json, else the model file's own metadata; () when neither says."""
+        if self._classes is None:
+            self._classes = self._read_classes()
+        return self._classes
+
+    def _read_classes(self) -> tuple[str, ...]:
+        if self.config is not None and not self.single_file:
+            names = _json_classes(self.config)
+            if names:
+                return names
+        for onnx_path in (self.fp32_onnx, self.int8_onnx):
+            if onnx_path is not None:
+                names = parse_names(onnx_metadata(onnx_path).get("class_names"))
+                if names:
+                    return names
+        if self.plan is not None:
+            names = parse_names(safetensors_metadata(self.plan).get("classes"))
+            if names:
+                return names
+        return _json_classes(self.config) if self.config is not None else ()
+
+    def preset(self) -> str:
+        """The preset name recorded in config.json, or "unknown"."""
+        if self.config is not None:
+            try:
+                return str(json.loads(self.config.read_text(encoding="utf-8")).get("preset", "unknown"))
+            except (OSError, ValueError, AttributeError):
+                pass
+        return "unknown"
+
+    def describe(self) -> str:
+        """What the user gave, for messages."""
+        return str(self.source)
+
+
+def _role_by_suffix(path: Path) -> str | None:
+    """A renamed model file: .onnx is taken as fp32 unless its name says int8; .engine; .safetensors plans."""
+    name = path.name.lower()
+    if name.endswith(".onnx"):
+        return "int8_onnx" if "int8" in name else "fp32_onnx"
+    if name.endswith(".engine"):
+        return "engine"
+    if name.endswith(".plan.safetensors"):
+        return "plan"
+    return None
+
+
+def parse_names(value) -> tuple[str, ...]:
+    """A JSON list of class names (text or already parsed) → a tuple; () when absent or malformed."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return ()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return ()
+
+
+def _json_classes(config: Path) -> tuple[str, ...]:
+    try:
+        doc = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise LiteNetError(f"{config}: not valid JSON; restore it from the model's folder or re-run litenet train") from None
+    return parse_names(doc.get("classes")) if isinstance(doc, dict) else ()
+
+
+_ONNX_META: dict[Path, dict[str, str]] = {}
+
+
+def onnx_metadata(path: Path, session=None) -> dict[str, str]:
+    """An ONNX model's metadata_props, read by ONNX Runtime (the onnx package is not part of the runtime).
+
+    A caller that already holds a session for `path` passes it, so the file is not parsed twice.
+    """
+    if path not in _ONNX_META:
+        if session is None:
+            session = open_session_unoptimized(path)
+        _ONNX_META[path] = dict(session.get_modelmeta().custom_metadata_map)
+    return _ONNX_META[path]
+
+
+def open_session_unoptimized(path: Path):
+    """A throwaway session for reading metadata: no graph optimisation, so it opens fast."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidProtobuf types
+        raise not_an_onnx_model(path, exc) from None
+
+
+def not_an_onnx_model(path: Path, exc: Exception) -> LiteNetError:
+    """The one-line error for a file ONNX Runtime cannot load."""
+    first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+    return LiteNetError(f"{path}: not a loadable ONNX model ({first}); re-run `litenet export` for this model "
+                        f"or {MODEL_HINT}")
+
+
+def safetensors_metadata(path: Path) -> dict[str, str]:
+    """The string metadata of a safetensors file, from its JSON header (no safetensors package needed)."""
+    try:
+        with open(path, "rb") as f:
+            (length,) = struct.unpack("<Q", f.read(8))
+            if length > 100_000_000:
+                raise ValueError("header too large")
+            header = json.loads(f.read(length))
+    except (OSError, ValueError, struct.error) as exc:
+        raise LiteNetError(f"{path}: not a readable safetensors file ({exc}); re-run litenet export --int8") from None
+    meta = header.get("__metadata__", {}) if isinstance(header, dict) else {}
+    return meta if isinstance(meta, dict) else {}
