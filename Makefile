@@ -82,3 +82,22 @@ bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CU
 compile-kernels:  ## compile every kernels/*.cu with nvcc for sm_75 and sm_90 (syntax check; NVRTC builds at run time)
 	@for f in kernels/*.cu; do echo "nvcc $$f"; nvcc -c -std=c++14 -gencode=arch=compute_75,code=sm_75 \
 	  -gencode=arch=compute_90,code=sm_90 -o /dev/null $$f || exit 1; done
+
+# --- Insight --- (litenet/insight; docs/insight.md)
+INSIGHT_MODEL ?= models/litenet-base
+SEED_RUN ?= runs/insight-seed
+
+$(SEED_RUN)/metrics.jsonl: | $(VENV)/.installed-train
+	$(VENV)/bin/litenet train --preset litenet-seed --backend numpy --out $(SEED_RUN) --force --no-progress $(data_flag)
+
+.PHONY: insight-figures
+insight-figures: $(VENV)/.installed-train data $(SEED_RUN)/metrics.jsonl  ## redraw docs/figures from INSIGHT_MODEL (curves, gradient flow, confusion, saliency) and SEED_RUN
+	$(PY) -m litenet.insight.figures --model $(INSIGHT_MODEL) --seed-run $(SEED_RUN) --out docs/figures $(data_flag)
+
+.PHONY: insight-experiments
+insight-experiments: $(VENV)/.installed-train data  ## rerun the seed's lr scan and init comparison on both presets (about 10 min on 2 CPU cores); PNGs into docs/figures
+	$(VENV)/bin/litenet lr-scan --preset litenet-seed --steps 2343 --out runs/lr-scan-seed $(data_flag)
+	$(VENV)/bin/litenet lr-scan --preset litenet-base --lrs 0.003125 0.00625 0.0125 0.025 0.05 0.1 --steps 400 --out runs/lr-scan-base $(data_flag)
+	$(VENV)/bin/litenet init-compare --preset litenet-seed --steps 200 --out runs/init-compare-seed $(data_flag)
+	$(VENV)/bin/litenet init-compare --preset litenet-base --steps 200 --out runs/init-compare-base $(data_flag)
+	for x in lr-scan-seed lr-scan-base init-compare-seed init-compare-base; do cp runs/$$x/$${x%-*}.png docs/figures/$$x.png; done

@@ -15,6 +15,11 @@ COMMANDS = {
     "train": ("litenet.train.cli", "train a preset with the NumPy or CUDA backend"),
     "gradcheck": ("litenet.train.gradcheck", "check every hand-written gradient against finite differences"),
     "export": ("litenet.export.cli", "write ONNX fp32, and with --int8 a QDQ int8 ONNX, its scales and the int8 plan"),
+    "explain": ("litenet.insight.explain", "saliency maps (gradient × input) for image files or a sheet of test images"),
+    "eval": ("litenet.insight.evaluate", "test accuracy, per-class accuracy and the confusion matrix of a trained model"),
+    "trace": ("litenet.insight.trace", "print every forward and backward step of one tiny batch, formulas and values"),
+    "lr-scan": ("litenet.insight.lr_scan", "short runs at several learning rates: warm-up gradient norm vs loss (seed 4.3)"),
+    "init-compare": ("litenet.insight.init_compare", "N(0, 1) vs kaiming-uniform embedding: early gradient norms (seed 5.2)"),
 }
 
 

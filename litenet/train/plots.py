@@ -1,4 +1,4 @@
-"""The training-curve figure: loss, accuracy, gradient norm and learning rate from metrics.jsonl."""
+"""The training figures from metrics.jsonl: curves (loss, accuracy, gradient norm, lr) and gradient flow."""
 
 from __future__ import annotations
 
@@ -60,6 +60,56 @@ def plot_training(metrics_path: str | Path, out_png: str | Path) -> None:
     ax = axes[1, 1]
     ax.plot(x, [r["lr"] for r in steps], color="C4")
     ax.set(title="learning rate", xlabel="step")
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> None:
+    """Draw gradient flow: per-layer gradient norms, update ratios, residual path shares, clip rate."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # NOTE: the measures live in litenet.insight.monitors (pure NumPy), so the docs, the tests and
+    # this figure share one definition of each.
+    from litenet.insight import monitors
+
+    run = monitors.read_run(metrics_path)
+    window = max(1, len(run.step) // 200)
+    layers = monitors.layer_tensors(run.params)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.95, bottom=0.08, wspace=0.2, hspace=0.3)
+    ax = axes[0, 0]
+    for n, (i, label) in enumerate(layers):
+        ax.semilogy(run.step, smooth(run.grad_norms[:, i], window), color=f"C{n % 10}", label=label)
+    ax.set(title=f"gradient norm per layer (mean of {window} steps)", xlabel="step")
+    ax.legend(fontsize=7, ncol=2)
+    ax = axes[0, 1]
+    if len(run.chunk_step):
+        ratio = monitors.per_step_update_ratio(run)
+        for n, (i, label) in enumerate(layers):
+            ax.semilogy(run.chunk_step, ratio[:, i], color=f"C{n % 10}", label=label)
+        ax.axhline(1e-3, color="0.5", ls=":", lw=1)
+    ax.set(title="update ratio ‖Δw‖ / (k ‖w‖), per chunk of k steps", xlabel="step")
+    ax = axes[1, 0]
+    shares = monitors.path_shares(run.path)
+    for b in range(run.blocks):
+        ax.plot(run.step, smooth(shares["side_norm"][:, b], window), color=f"C{b}",
+                label=f"block {b}: √S / (√S + √M)")
+        ax.plot(run.step, smooth(shares["side_proj"][:, b], window), color=f"C{b}", ls="--", lw=0.8,
+                label=f"block {b}: projection ⟨∂s, ∂x⟩ / ‖∂x‖²")
+    ax.axhline(0.5, color="0.5", ls=":", lw=1)
+    # the projection share leaves [0, 1] when the two paths partly cancel; show that, within reason
+    low, high = np.nanmin(shares["side_proj"]), np.nanmax(shares["side_proj"])
+    ax.set(title="share of ∂L/∂x through the identity path", xlabel="step",
+           ylim=(max(-0.5, min(-0.05, low)), min(1.5, max(1.05, high))))
+    ax.legend(fontsize=7)
+    ax = axes[1, 1]
+    clip_window = max(window, 50)
+    ax.plot(run.step, 100 * monitors.clip_rate(run.clipped, clip_window), color="C3")
+    ax.set(title=f"clip rule fired: % of the last {clip_window} steps ({int(run.clipped.sum())} steps in all)",
+           xlabel="step", ylim=(-2, 102))
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)

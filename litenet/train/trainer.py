@@ -242,11 +242,12 @@ class Trainer:
                    data=self.data_info)
 
     def _plot(self, every_seconds: float = 0.0) -> None:
-        """Redraw curves.png, at most every `every_seconds` (drawing costs about a second)."""
+        """Redraw curves.png and gradients.png, at most every `every_seconds` (drawing costs about a second each)."""
         if not self.history or time.perf_counter() - self._last_plot < every_seconds:
             return
-        from litenet.train.plots import plot_training
+        from litenet.train.plots import plot_gradients, plot_training
         plot_training(self.metrics.path, self.out / "curves.png")
+        plot_gradients(self.metrics.path, self.out / "gradients.png")
         self._last_plot = time.perf_counter()
 
     def _report_epoch(self, r: dict, bar) -> None:

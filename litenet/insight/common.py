@@ -1,0 +1,52 @@
+"""What the insight commands share: the default model folder, loading it, and opening CIFAR-10."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from litenet.data import CLASS_NAMES
+from litenet.resources import models_dir
+
+DEFAULT_MODEL = "litenet-base"
+
+
+def add_model_argument(parser) -> None:
+    parser.add_argument("--model", help=f"trained model folder (default models/{DEFAULT_MODEL})")
+
+
+def add_data_arguments(parser) -> None:
+    parser.add_argument("--data", help="CIFAR-10 folder or archive (default: LITENET_DATA, ./data, ../shared/data, download)")
+    parser.add_argument("--maps", help="folder of the converted memory maps (default ./data/cifar10-maps)")
+
+
+def load_trained(folder: str | None):
+    """(params, model config, train config, class names, folder) of a trained model folder."""
+    from litenet.weights import load_model
+
+    path = Path(folder) if folder else models_dir() / DEFAULT_MODEL
+    params, model, train, doc = load_model(path)
+    classes = list(doc.get("classes") or CLASS_NAMES)
+    return params, model, train, classes, path
+
+
+def open_data(args):
+    """CIFAR-10 as the data command left it (converting it first if needed)."""
+    from litenet.data import open_cifar10
+
+    return open_cifar10(data=getattr(args, "data", None), maps=getattr(args, "maps", None))
+
+
+def json_text(doc) -> str:
+    """JSON with NaN and ±Inf written as null (plain JSON has no spelling for them)."""
+    import json
+    import math
+
+    def clean(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(doc)) + "\n"

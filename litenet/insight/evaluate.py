@@ -1,0 +1,46 @@
+"""`litenet eval`: test accuracy, per-class accuracy and the confusion matrix (text, PNG, JSON)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from litenet.atomic import atomic_write_text
+from litenet.insight import common
+from litenet.insight.confusion import confusion_matrix, per_class_accuracy, predict, render_confusion, report_text
+
+
+def add_arguments(parser) -> None:
+    common.add_model_argument(parser)
+    common.add_data_arguments(parser)
+    parser.add_argument("--out", help="folder for confusion.png and eval.json (default: the model folder)")
+    parser.add_argument("--limit", type=int, help="evaluate the first N test images only")
+
+
+def evaluate(params, model, images, labels, classes: list[str]) -> dict:
+    """Predict every image and summarise: accuracy, per-class accuracy, confusion matrix."""
+    pred = predict(params, images, model)
+    m = confusion_matrix(labels, pred, len(classes))
+    return {"images": int(m.sum()), "accuracy": float(np.trace(m) / max(1, m.sum())),
+            "per_class_accuracy": {c: (None if np.isnan(a) else float(a)) for c, a in zip(classes, per_class_accuracy(m))},
+            "classes": classes, "confusion": m.tolist()}
+
+
+def run(args) -> int:
+    params, model, _, classes, folder = common.load_trained(args.model)
+    test = common.open_data(args).test
+    images, labels = test.images[:args.limit], np.asarray(test.labels[:args.limit], np.int64)
+    started = time.perf_counter()
+    result = evaluate(params, model, images, labels, classes)
+    result.update(model=str(folder), seconds=round(time.perf_counter() - started, 2))
+    m = np.array(result["confusion"])
+    print(report_text(m, classes))
+    out = Path(args.out) if args.out else folder
+    out.mkdir(parents=True, exist_ok=True)
+    render_confusion(out / "confusion.png", m, classes,
+                     f"{folder.name}: {100 * result['accuracy']:.2f}% on {result['images']} test images")
+    atomic_write_text(out / "eval.json", common.json_text(result))
+    print(f"\nwrote {out / 'confusion.png'} and {out / 'eval.json'}")
+    return 0

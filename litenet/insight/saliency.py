@@ -1,0 +1,155 @@
+"""Saliency maps: gradient × input for the predicted class, from the hand-written backward.
+
+For image i with predicted class c, the map is Σ_k (x[i, :, :, k] − shift) · ∂z[i, c]/∂x[i, :, :, k]:
+the first-order share of the logit z_c that each pixel contributes, measured from the input the
+model reads as all zeros (black for the seed, mid-grey for presets with input_shift = 0.5).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from litenet.errors import LiteNetError
+from litenet.model import ModelConfig
+from litenet.train import network
+
+SIZE = 32  # CIFAR-10's side; every input is brought to SIZE × SIZE
+
+
+def load_image(path: str | Path, info: dict | None = None) -> np.ndarray:
+    """Any image Pillow reads → uint8 (32, 32, 3) RGB, as LiteNet sees it.
+
+    EXIF orientation is applied, the mode converted to RGB (grey is copied to all three colours,
+    transparency dropped), and the image squeezed to 32 × 32 without keeping its aspect ratio:
+    BOX filtering (the mean of each source area) when both sides shrink, BICUBIC otherwise.
+    `info`, when given, receives the file's own size and mode.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            if info is not None:
+                info.update(size=img.size, mode=img.mode)
+            img = ImageOps.exif_transpose(img)  # also forces the lazy decode, so truncation fails here
+            img = img.convert("RGB")
+    except FileNotFoundError:
+        raise LiteNetError(f"{path}: no such file") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise LiteNetError(f"{path}: not a readable image ({type(exc).__name__}: {exc})") from None
+    return to_model_input(img)
+
+
+def to_model_input(img) -> np.ndarray:
+    """An RGB PIL image → uint8 (32, 32, 3) by the resampling rule of load_image."""
+    from PIL import Image
+
+    if img.size != (SIZE, SIZE):
+        shrinking = img.width >= SIZE and img.height >= SIZE
+        img = img.resize((SIZE, SIZE), Image.Resampling.BOX if shrinking else Image.Resampling.BICUBIC)
+    return np.asarray(img, dtype=np.uint8).copy()
+
+
+def class_scores(z: np.ndarray, loss: str) -> tuple[np.ndarray, str]:
+    """What to show as a class's score: softmax probabilities for cross-entropy models, raw logits
+    for margin models (the seed has no softmax; its logits are the decision)."""
+    if loss == "cross-entropy":
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True), "probability"
+    return z, "logit"
+
+
+def saliency(params: np.ndarray, images: np.ndarray, model: ModelConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(logits (B, C), gradient × input maps (B, 32, 32)) for each image's predicted class.
+
+    One backward with ∂L/∂z = onehot(predicted class) gives ∂z_pred/∂x for every image at once:
+    LayerNorm works per image, so no image's gradient leaks into another's.
+    """
+    tape = network.forward(params, images, model)
+    pred = tape.z.argmax(axis=1)
+    dz = np.zeros_like(tape.z)
+    dz[np.arange(len(pred)), pred] = 1.0
+    _, dx, _ = network.backward(params, tape, dz, model, want_dx=True)
+    inputs = tape.x - tape.x.dtype.type(model.input_shift)
+    return tape.z.astype(np.float64), (inputs * dx).sum(axis=3).astype(np.float64)
+
+
+def _heat_limit(maps: np.ndarray) -> float:
+    """A symmetric colour limit: the 99th percentile of |map|, so one hot pixel does not wash out the rest."""
+    limit = float(np.percentile(np.abs(maps), 99))
+    return limit if limit > 0 else 1.0
+
+
+def _draw_heat(ax, image: np.ndarray, heat: np.ndarray) -> None:
+    grey = image.astype(np.float64).mean(axis=2)
+    ax.imshow(grey, cmap="gray", vmin=0, vmax=255, interpolation="nearest")
+    limit = _heat_limit(heat)
+    ax.imshow(heat, cmap="bwr", vmin=-limit, vmax=limit, alpha=0.65, interpolation="nearest")
+    ax.set_xticks([]), ax.set_yticks([])
+
+
+def render_explanation(out_png: str | Path, image: np.ndarray, heat: np.ndarray, scores: np.ndarray,
+                       score_kind: str, classes: list[str], title: str) -> None:
+    """One PNG: the image as the model sees it, the heat map over it, and the top-3 classes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from litenet.atomic import atomic_path
+
+    top = np.argsort(-scores)[:3]
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.3), gridspec_kw={"width_ratios": [1, 1, 1.3]})
+    fig.subplots_adjust(left=0.02, right=0.97, top=0.78, bottom=0.12, wspace=0.25)
+    fig.suptitle(title, fontsize=10)
+    axes[0].imshow(image, interpolation="nearest")
+    axes[0].set_title("input (32 × 32)", fontsize=9)
+    axes[0].set_xticks([]), axes[0].set_yticks([])
+    _draw_heat(axes[1], image, heat)
+    axes[1].set_title(f"gradient × input for '{classes[top[0]]}'\nred: for it, blue: against", fontsize=9)
+    ax = axes[2]
+    values = scores[top]
+    ax.barh(range(3)[::-1], values, color=["C3", "C7", "C7"])
+    ax.set_yticks(range(3)[::-1], [classes[i] for i in top])
+    for row, v in zip(range(3)[::-1], values):
+        ax.text(v, row, f" {100 * v:.1f} %" if score_kind == "probability" else f" {v:.3f}", va="center", fontsize=8)
+    ax.set_title(f"top 3 ({score_kind})", fontsize=9)
+    if score_kind == "probability":
+        ax.set_xlim(0, 1.25)
+    else:
+        span = max(abs(values).max(), 1e-6) * 1.4
+        ax.set_xlim(min(0, values.min() * 1.4), span)
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+def render_grid(out_png: str | Path, images: np.ndarray, maps: np.ndarray, pred: np.ndarray,
+                labels: np.ndarray, classes: list[str], title: str, columns: int = 4) -> None:
+    """A labelled sheet: for each image, the image and its map, titled true → predicted."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from litenet.atomic import atomic_path
+
+    n = len(images)
+    rows = -(-n // columns)
+    fig, axes = plt.subplots(rows, 2 * columns, figsize=(2.1 * columns * 2 * 0.62, 1.55 * rows + 0.5), squeeze=False)
+    fig.subplots_adjust(left=0.01, right=0.99, top=1 - 0.5 / (1.55 * rows + 0.5), bottom=0.01,
+                        wspace=0.05, hspace=0.35)
+    fig.suptitle(title, fontsize=10)
+    for ax in axes.ravel():
+        ax.axis("off")
+    for i in range(n):
+        r, c = divmod(i, columns)
+        a, b = axes[r, 2 * c], axes[r, 2 * c + 1]
+        a.imshow(images[i], interpolation="nearest")
+        _draw_heat(b, images[i], maps[i])
+        b.axis("off")
+        ok = pred[i] == labels[i]
+        a.set_title(f"{classes[labels[i]]} → {classes[pred[i]]}", fontsize=7, color="black" if ok else "C3",
+                    loc="left")
+    with atomic_path(out_png) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)

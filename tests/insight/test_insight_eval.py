@@ -1,0 +1,36 @@
+"""litenet eval: the confusion matrix of a hand-made case, the report, the command's files."""
+
+import json
+
+import numpy as np
+import pytest
+
+from litenet.cli import main
+from litenet.insight.confusion import confusion_matrix, per_class_accuracy, report_text
+
+
+def test_confusion_matrix_by_hand():
+    labels = np.array([0, 0, 0, 1, 1, 2])
+    pred = np.array([0, 0, 1, 1, 2, 2])
+    m = confusion_matrix(labels, pred, 4)
+    assert m.tolist() == [[2, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
+    acc = per_class_accuracy(m)
+    assert acc[:3] == pytest.approx([2 / 3, 1 / 2, 1]) and np.isnan(acc[3])
+    text = report_text(m, ["a", "b", "c", "d"])
+    assert "test accuracy 66.67% (4/6)" in text and "66.67%" in text.splitlines()[3]
+
+
+def test_eval_command_writes_png_and_json(tmp_path, model_dir, dataset, capsys):
+    assert main(["eval", "--model", str(model_dir), "--out", str(tmp_path / "ev")]) == 0
+    out = capsys.readouterr().out
+    assert "test accuracy" in out and "confusion matrix" in out and "airplane" in out
+    doc = json.loads((tmp_path / "ev" / "eval.json").read_text())
+    m = np.array(doc["confusion"])
+    assert m.shape == (10, 10) and m.sum() == len(dataset.test.labels)
+    assert doc["accuracy"] == pytest.approx(np.trace(m) / m.sum())
+    assert (tmp_path / "ev" / "confusion.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_of_a_missing_model_is_one_line(tmp_path, capsys):
+    assert main(["eval", "--model", str(tmp_path / "nothing")]) == 1
+    assert capsys.readouterr().err.count("\n") == 1

@@ -1,0 +1,72 @@
+"""litenet explain: PNGs for good images, a grey image of odd size, one-line errors for bad files."""
+
+import numpy as np
+import pytest
+from conftest import HAND_MODEL, hand_image, hand_params
+from PIL import Image
+
+from litenet.cli import main
+from litenet.errors import LiteNetError
+from litenet.insight.saliency import load_image, saliency
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_saliency_of_the_hand_network():
+    # ∂z0/∂h0 = ∂x = ∂s + ∂x_main = [0.1875, −0.1875] + [0.1875, −0.375] (dz = [1, 0], as in the
+    # monitors' hand computation, halved); only pixel 0's red value feeds h0, through We[0] = [2, 1]:
+    # ∂z0/∂x[0, 0, 0] = 0.375·2 − 0.5625·1 = 0.1875, and x there is 1.
+    z, maps = saliency(hand_params(), hand_image(), HAND_MODEL)
+    assert z[0] == pytest.approx([0.5, -0.5])
+    assert maps[0, 0, 0] == pytest.approx(0.1875)
+    assert np.count_nonzero(maps) == 1
+
+
+def test_grey_image_of_odd_size_becomes_32_by_32_rgb(tmp_path):
+    grey = Image.fromarray(np.add.outer(np.arange(200), np.arange(300)).astype(np.uint8) % 251, mode="L")
+    grey.save(tmp_path / "grey.png")
+    image = load_image(tmp_path / "grey.png")
+    assert image.shape == (32, 32, 3) and image.dtype == np.uint8
+    assert np.array_equal(image[..., 0], image[..., 1]) and np.array_equal(image[..., 1], image[..., 2])
+    # upscaling (a 7 × 5 image) takes the other filter and still gives 32 × 32
+    Image.new("RGBA", (7, 5), (10, 200, 30, 128)).save(tmp_path / "tiny.png")
+    assert load_image(tmp_path / "tiny.png").shape == (32, 32, 3)
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    img = Image.new("RGB", (64, 32), (255, 0, 0))
+    img.paste((0, 0, 255), (32, 0, 64, 32))  # left red, right blue
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to display"
+    img.save(tmp_path / "turned.jpg", exif=exif, quality=95)
+    image = load_image(tmp_path / "turned.jpg")
+    assert image[2, 16, 0] > 200 and image[29, 16, 2] > 200  # red on top, blue at the bottom
+
+
+def test_bad_files_raise_one_line_errors(tmp_path):
+    (tmp_path / "corrupt.png").write_bytes(PNG + b"not really a png")
+    with pytest.raises(LiteNetError, match="corrupt.png: not a readable image"):
+        load_image(tmp_path / "corrupt.png")
+    with pytest.raises(LiteNetError, match="no such file"):
+        load_image(tmp_path / "missing.png")
+
+
+def test_explain_command(tmp_path, model_dir, dataset, capsys):
+    Image.fromarray(dataset.test.images[0]).save(tmp_path / "cifar.png")
+    Image.new("L", (300, 200), 90).save(tmp_path / "grey.jpg")
+    (tmp_path / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
+    out = tmp_path / "out"
+    code = main(["explain", str(tmp_path / "cifar.png"), str(tmp_path / "corrupt.jpg"), str(tmp_path / "grey.jpg"),
+                 "--model", str(model_dir), "--out", str(out), "--grid", "6"])
+    captured = capsys.readouterr()
+    assert code == 1  # one image failed
+    errors = [line for line in captured.err.splitlines() if "error" in line]
+    assert len(errors) == 1 and "corrupt.jpg" in errors[0]
+    for name in ("cifar.saliency.png", "grey.saliency.png", "grid-6.saliency.png"):
+        assert (out / name).read_bytes()[:8] == PNG
+    assert "grey.jpg:" in captured.out and "%" in captured.out  # top-3 probabilities of a cross-entropy model
+
+
+def test_explain_needs_something_to_do(model_dir, capsys):
+    assert main(["explain", "--model", str(model_dir)]) == 1
+    assert capsys.readouterr().err.count("\n") == 1

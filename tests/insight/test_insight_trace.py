@@ -1,0 +1,35 @@
+"""litenet trace: prints every step with its formula and reproduces network.backward's gradients."""
+
+import numpy as np
+from conftest import model_dir  # noqa: F401  (fixture)
+
+from litenet.cli import main
+from litenet.insight import trace as trace_module
+from litenet.model import init_params, load_preset
+
+
+def test_trace_prints_the_formulas_and_matches_training(capsys):
+    assert main(["trace", "--random", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    for formula in ("u = x W1 + b1", "∂W1 = xᵀ ∂u", "∂x = ∂s (identity path) + ∂x_main", "∂We = sᵀ ∂h0",
+                    "ref.residual_layernorm_backward", "identity-path share"):
+        assert formula in out
+    assert "max |difference| = 0" in out
+
+
+def test_trace_of_a_trained_model_with_cross_entropy(model_dir, dataset, capsys):  # noqa: F811
+    assert main(["trace", "--model", str(model_dir), "--batch", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "CIFAR-10 test images" in out and "block 1 backward" in out and "softmax" in out
+
+
+def test_trace_calls_the_reference_functions(monkeypatch):
+    """The trace runs litenet.train.reference itself (what a debugger steps into), not a copy."""
+    called = []
+    original = trace_module.ref.gelu_backward
+    monkeypatch.setattr(trace_module.ref, "gelu_backward", lambda *a: called.append(1) or original(*a))
+    preset = load_preset("litenet-seed")
+    params = init_params(preset.model, 0)
+    images = np.zeros((1, 32, 32, 3), np.uint8)
+    trace_module.trace(params, images, np.array([3]), preset.model, preset.train, trace_module.Printer(2))
+    assert called == [1]
