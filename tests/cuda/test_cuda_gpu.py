@@ -7,11 +7,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from harness import backend_pair, compare_kernel, compare_one_step, data, schedule
+from harness import backend_pair, compare_kernel, compare_one_step, schedule
 from shapes import KERNEL_SHAPES, ids
 
-from litenet.model import ModelConfig, TrainConfig, init_params, load_preset
-from litenet.train.numpy_backend import NumpyBackend
+from litenet.model import ModelConfig, TrainConfig, load_preset
 
 pytestmark = pytest.mark.gpu
 
@@ -62,7 +61,7 @@ def _recipe_run(plan, loss, steps=200):
     lrs = train.lr * np.minimum(1.0, (np.arange(steps) + 1) / train.warmup_steps)
     for b in (cuda, ref):
         b.train_steps(batches, lrs, flips)
-    return cuda.fetch_stats(), ref.fetch_stats(), (ref.model, train, batches, lrs, flips, ref)
+    return cuda.fetch_stats(), ref.fetch_stats()
 
 
 @pytest.mark.parametrize("plan", ["fused", "ops"])
@@ -70,27 +69,23 @@ def test_200_steps_match_numpy_backend(plan):
     """Same initialisation, same batches: the losses agree within 1e-3 relative for 200 steps.
     Cross-entropy: the seed model is well-conditioned under it (NumPy float32 and float64 agree
     to ~1e-5 over these 200 steps)."""
-    a, b, _ = _recipe_run(plan, "cross-entropy")
+    a, b = _recipe_run(plan, "cross-entropy")
     np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-3)
     np.testing.assert_allclose(a["grad_norm"], b["grad_norm"], rtol=1e-3)
 
 
+MARGIN_STEPS = 100
+
+
 @pytest.mark.parametrize("plan", ["fused", "ops"])
-def test_margin_steps_match_numpy_as_long_as_numpy_agrees_with_itself(plan):
+def test_margin_steps_match_numpy_backend(plan):
     """The margin loss's subgradient jumps when a hinge or a rival flips, so two float32 summation
-    orders part ways after some steps; NumPy float32 against float64 does too (step 142 on this
-    data). CUDA must match NumPy float32 within 1e-3 up to the step where NumPy's own two
-    precisions first differ by 1e-4."""
-    a, b, (model, train, batches, lrs, flips, ref) = _recipe_run(plan, "margin")
-    ref64 = NumpyBackend(model, train, init_params(model, train.seed), dtype=np.float64)
-    ref64.load_dataset(*data(n=2048))
-    ref64.train_steps(batches, lrs, flips)
-    c = ref64.fetch_stats()["loss"]
-    apart = np.abs(b["loss"] - c) > 1e-4 * np.abs(c)
-    agree = int(np.argmax(apart)) if apart.any() else len(c)
-    print(f"margin, {plan}: NumPy float32 and float64 agree for {agree} steps")
-    assert agree >= 50
-    np.testing.assert_allclose(a["loss"][:agree], b["loss"][:agree], rtol=1e-3)
+    orders can take different branches where a hinge sits within rounding of zero. On this data
+    that happens at step 142–143: NumPy float32 against float64 branches there on the CPU, and on
+    the H200 (2026-12-02) the ops plan took the other branch from NumPy float32 at step 143 (the
+    fused plan stayed within 1e-3 for all 200 steps). The first 100 steps must agree within 1e-3."""
+    a, b = _recipe_run(plan, "margin", steps=MARGIN_STEPS)
+    np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-3)
 
 
 def test_graph_replay_equals_eager_launches_on_gpu():
