@@ -141,16 +141,19 @@ def weight_grad_jobs(model: ModelConfig, batch: int, sm_count: int):
 
 
 FUSED_WEIGHT_BYTES = 512 * 1024
+FUSED_MAX_BATCH = 256
 
 
 def choose_plan(geometry: Geometry) -> str:
     """"fused" (4 launches, rows in shared memory) while the batch is small and the blocks'
     weights are small: every block of fused_rows streams all of W1 and W2 (twice) through its one
-    multiprocessor, which is cheap for the seed (128 KiB) and ruinous for 2 MiB (measured on the
-    H200, 2026-12-02: wide preset at batch 64, fused 0.72 ms against ops 0.29 ms). "ops" (one tiled
-    kernel per operation) otherwise: 64×64 tiles spread the weights over all multiprocessors."""
+    multiprocessor, which is cheap for the seed (128 KiB) and ruinous for 2 MiB. "ops" (one tiled
+    kernel per operation) otherwise: 64×64 tiles spread the work over all multiprocessors.
+    Measured on the H200 (bench/results/gpu-2026-12-02.md): seed at batch 64 fused 0.093 ms vs
+    ops 0.137; at 512 fused 0.229 vs ops 0.187; wide at 64 fused 0.54 vs ops 0.28. The batch
+    cut sits between the measured 64 and 512."""
     m = geometry.model
     weights = 4 * 2 * m.blocks * m.width * m.hidden
     if not geometry.fused_ok or weights > FUSED_WEIGHT_BYTES:
         return "ops"
-    return "fused" if geometry.batch <= 1024 else "ops"
+    return "fused" if geometry.batch <= FUSED_MAX_BATCH else "ops"
