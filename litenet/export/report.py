@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import math
 import os
 import platform
 import sys
@@ -114,7 +115,7 @@ def measure(weights: str | Path, calib: int = DEFAULT_CALIB, seed: int = 0, data
     images = calibration_images(ds.train.images, calib, seed)
     log(f"calibrating on {len(images)} training images")
     base = sc.calibrate(params, model, images, DEFAULT_METHOD)
-    ours, rows = {}, []
+    ours, rows, right = {}, [], {}
     variants = [(m, qdq.WEIGHT_MAX) for m in METHODS] + [(DEFAULT_METHOD, 127)]
     for method, wmax in variants:
         scales = sc.with_method(base, method)
@@ -127,6 +128,7 @@ def measure(weights: str | Path, calib: int = DEFAULT_CALIB, seed: int = 0, data
                      "int8_kernels": kernels["int8_kernels"], "float_matmuls": kernels["float_matmuls_after_dq"]})
         if wmax == qdq.WEIGHT_MAX:
             ours[method] = proto
+            right[method] = z8.argmax(1) == y
     fig["ours"] = rows
     fig["amax"] = base.amax
 
@@ -139,6 +141,7 @@ def measure(weights: str | Path, calib: int = DEFAULT_CALIB, seed: int = 0, data
             z = evaluate.logits(evaluate.session(proto), x)
             kernels = evaluate.kernel_report(proto)
             peers.append({"method": method, "preprocess": preprocess, "acc": evaluate.accuracy(z, y),
+                          "vs_ours": paired_comparison(right[method], z.argmax(1) == y),
                           "int8_kernels": kernels["int8_kernels"], "float_matmuls": kernels["float_matmuls_after_dq"],
                           "qdq_nodes": peer.qdq_node_count(proto),
                           "qdq_left": sum(kernels["ops"].get(k, 0) for k in ("QuantizeLinear", "DequantizeLinear"))})
@@ -151,6 +154,15 @@ def measure(weights: str | Path, calib: int = DEFAULT_CALIB, seed: int = 0, data
     fig["latency"] = latencies(models, x, threads, rounds, log)
     fig["latency_models"] = list(models)
     return fig
+
+
+def paired_comparison(ours_right: np.ndarray, peer_right: np.ndarray) -> dict:
+    """Images only ours gets right, only the peer gets right, and McNemar's exact two-sided p-value:
+    how likely a split at least this uneven is if the two models were equally accurate."""
+    a, b = int((ours_right & ~peer_right).sum()), int((~ours_right & peer_right).sum())
+    n, k = a + b, min(a, b)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+    return {"only_ours": a, "only_peer": b, "p": p}
 
 
 def pct(v: float) -> str:
@@ -192,13 +204,17 @@ def to_markdown(fig: dict) -> str:
     out += [f"| {n} | " + " | ".join(f"{a[k]:.4g}" for k in METHODS) + " |" for n, a in fig["amax"].items()]
     out += ["", "## ONNX Runtime's quantize_static on the same fp32 model and calibration images", "",
             "QDQ format, int8 activations and weights, per_channel=True (its defaults otherwise).", "",
-            "| method | quant_pre_process | accuracy | Δ vs fp32 (points) | Q/DQ nodes in file | Q/DQ left after ORT "
-            "optimisation | int8 MatMul kernels | MatMuls left in float (weights dequantized per call) |",
-            "|---|---|---|---|---|---|---|---|"]
+            "“vs ours” compares with our model of the same method, image by image: test images only ours "
+            "classifies right / only theirs does, and McNemar's exact p-value for that split.", "",
+            "| method | quant_pre_process | accuracy | Δ vs fp32 (points) | vs ours (only ours / only theirs, p) | "
+            "Q/DQ nodes in file | Q/DQ left after ORT optimisation | int8 MatMul kernels | "
+            "MatMuls left in float (weights dequantized per call) |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in fig["peers"]:
+        v = r["vs_ours"]
         out.append(f"| {r['method']} | {'yes' if r['preprocess'] else 'no'} | {pct(r['acc'])} | "
-                   f"{points(r['acc'], fig['fp32_acc'])} | {r['qdq_nodes']} | {r['qdq_left']} | {r['int8_kernels']} | "
-                   f"{', '.join(r['float_matmuls']) or '-'} |")
+                   f"{points(r['acc'], fig['fp32_acc'])} | {v['only_ours']} / {v['only_peer']}, p = {v['p']:.2f} | "
+                   f"{r['qdq_nodes']} | {r['qdq_left']} | {r['int8_kernels']} | {', '.join(r['float_matmuls']) or '-'} |")
     out += ["", "## CPU latency (ONNX Runtime, CPU provider, ORT_ENABLE_ALL)", "",
             f"µs per call, median over {fig['rounds']} interleaved rounds of {REPEATS[1]} (batch 1) / {REPEATS[256]} "
             "(batch 256) calls per model; the ratio is to fp32 in the same column. ",
