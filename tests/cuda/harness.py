@@ -13,9 +13,7 @@ import math
 
 import numpy as np
 
-from litenet.model import ModelConfig, init_params, param_layout, param_views
-from litenet.train.cuda.backend import CudaBackend
-from litenet.train.numpy_backend import NumpyBackend
+from litenet.model import ModelConfig, param_layout, param_views
 from litenet.train import reference as ref
 from litenet.train.cuda.check import compare
 from litenet.train.cuda.geometry import weight_grad_jobs
@@ -96,59 +94,6 @@ def _schedule(r, rng, N, B):
 def _flipped(images, index, flip):
     x = images[index]
     return np.where(flip.astype(bool)[:, None, None, None], x[:, :, ::-1], x)
-
-
-# -- whole-backend helpers -------------------------------------------------------------------------
-
-def data(n=40, classes=10, seed=0):
-    """Images with something to learn — a faint random pattern per class under noise, a fifth of
-    the labels random — so training neither explodes nor reaches zero loss. (On pure noise at a
-    high learning rate the seed recipe's loss explodes and from step ~107 any two float32
-    summation orders, NumPy float32 against float64 too, part ways: that tests conditioning, not
-    the kernels.)"""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, classes, n)
-    patterns = rng.uniform(-1, 1, (classes, 32, 32, 3))
-    images = np.clip(128 + 25 * patterns[labels] + rng.normal(0, 50, (n, 32, 32, 3)), 0, 255)
-    relabel = rng.random(n) < 0.2
-    labels[relabel] = rng.integers(0, classes, int(relabel.sum()))
-    return images.astype(np.uint8), labels
-
-
-def schedule(steps, n, batch, seed=1, flips=True):
-    rng = np.random.default_rng(seed)
-    batches = np.stack([rng.permutation(n)[:batch] for _ in range(steps)])
-    return batches, np.linspace(0.05, 0.2, steps), (rng.random((steps, batch)) < 0.5) if flips else None
-
-
-def backend_pair(model, train, plan, device, dtype=np.float32, n=40, **options):
-    """A CudaBackend on `device` and a NumpyBackend from the same initialisation and data."""
-    images, labels = data(n=n, classes=model.classes)
-    params = init_params(model, train.seed)
-    cuda = CudaBackend(model, train, params, plan=plan, device=device, **options)
-    ref = NumpyBackend(model, train, params, dtype=dtype)
-    for b in (cuda, ref):
-        b.load_dataset(images, labels)
-    return cuda, ref
-
-
-def compare_one_step(cuda, ref, model, batch, n=40):
-    """One step on both backends; the gradient (the velocity after a first step, g + wd·w) and the
-    statistics must agree within float32 tolerances for the chain of sums behind them."""
-    args = schedule(1, n, batch)
-    cuda.train_steps(*args)
-    ref.train_steps(*args)
-    got, want = cuda.state(), ref.state()
-    chain = 3 * model.embed_inputs + 4 * model.blocks * (model.width + model.hidden) + 3 * batch
-    worst = {}
-    for name, g in param_views(got["velocity"], model).items():
-        worst[name] = compare("step", f"gradient of {name}", g, param_views(want["velocity"], model)[name], chain)
-    a, b = cuda.fetch_stats(), ref.fetch_stats()
-    for key in ("loss", "grad_norm", "grad_sq", "path"):
-        worst[key] = compare("step", key, a[key], b[key], chain)
-    assert (a["clipped"] == b["clipped"]).all()
-    return worst
-
 
 
 # -- the cases ---------------------------------------------------------------------------------------

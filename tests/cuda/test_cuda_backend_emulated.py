@@ -5,7 +5,7 @@ statistics ring, logits, state and user errors behave. Small models keep the emu
 import numpy as np
 import pytest
 from emulator.device import EmuDevice
-from harness import backend_pair, compare_one_step, data, schedule
+from backend_helpers import backend_pair, compare_one_step, data, schedule
 
 from litenet.errors import LiteNetError
 from litenet.model import ModelConfig, TrainConfig, init_params

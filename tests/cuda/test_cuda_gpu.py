@@ -7,7 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from harness import backend_pair, compare_kernel, compare_one_step, schedule
+from backend_helpers import backend_pair, compare_one_step, schedule
+from harness import compare_kernel
 from shapes import KERNEL_SHAPES, ids
 
 from litenet.model import ModelConfig, TrainConfig, load_preset
