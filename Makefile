@@ -86,18 +86,23 @@ compile-kernels:  ## compile every kernels/*.cu with nvcc for sm_75 and sm_90 (s
 # --- Insight --- (litenet/insight; docs/insight.md)
 INSIGHT_MODEL ?= models/litenet-base
 SEED_RUN ?= runs/insight-seed
+LATE_RUN ?= runs/insight-base-10k
 
 $(SEED_RUN)/metrics.jsonl: | $(VENV)/.installed-train
 	$(VENV)/bin/litenet train --preset litenet-seed --backend numpy --out $(SEED_RUN) --force --no-progress $(data_flag)
 
+# the default preset on 10,000 images for 15 epochs: the quickest way (~5 min) to a loss below 0.5
+$(LATE_RUN)/metrics.jsonl: | $(VENV)/.installed-train
+	$(VENV)/bin/litenet train --preset litenet-base --limit 10000 --epochs 15 --backend numpy --out $(LATE_RUN) --force --no-progress $(data_flag)
+
 .PHONY: insight-figures
-insight-figures: $(VENV)/.installed-train data $(SEED_RUN)/metrics.jsonl  ## redraw docs/figures from INSIGHT_MODEL (curves, gradient flow, confusion, saliency) and SEED_RUN
-	$(PY) -m litenet.insight.figures --model $(INSIGHT_MODEL) --seed-run $(SEED_RUN) --out docs/figures $(data_flag)
+insight-figures: $(VENV)/.installed-train data $(SEED_RUN)/metrics.jsonl $(LATE_RUN)/metrics.jsonl  ## redraw docs/figures from INSIGHT_MODEL (curves, gradient flow, confusion, saliency), SEED_RUN and LATE_RUN
+	$(PY) -m litenet.insight.figures --model $(INSIGHT_MODEL) --seed-run $(SEED_RUN) --late-run $(LATE_RUN) --out docs/figures $(data_flag)
 
 .PHONY: insight-experiments
-insight-experiments: $(VENV)/.installed-train data  ## rerun the seed's lr scan and init comparison on both presets (about 10 min on 2 CPU cores); PNGs into docs/figures
+insight-experiments: $(VENV)/.installed-train data  ## rerun the seed's lr scan and init comparison on both presets (about 10 min on 2 CPU cores, more when shared); PNGs into docs/figures
 	$(VENV)/bin/litenet lr-scan --preset litenet-seed --steps 2343 --out runs/lr-scan-seed $(data_flag)
-	$(VENV)/bin/litenet lr-scan --preset litenet-base --lrs 0.003125 0.00625 0.0125 0.025 0.05 0.1 --steps 400 --out runs/lr-scan-base $(data_flag)
+	$(VENV)/bin/litenet lr-scan --preset litenet-base --lrs 0.003125 0.00625 0.0125 0.025 0.05 0.1 --steps 781 --out runs/lr-scan-base $(data_flag)
 	$(VENV)/bin/litenet init-compare --preset litenet-seed --steps 200 --out runs/init-compare-seed $(data_flag)
 	$(VENV)/bin/litenet init-compare --preset litenet-base --steps 200 --out runs/init-compare-base $(data_flag)
 	for x in lr-scan-seed lr-scan-base init-compare-seed init-compare-base; do cp runs/$$x/$${x%-*}.png docs/figures/$$x.png; done

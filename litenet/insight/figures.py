@@ -1,6 +1,7 @@
 """Regenerate the figures of docs/insight.md from a trained model folder and a seed-preset run.
 
-    python -m litenet.insight.figures --model models/litenet-base --seed-run runs/insight-seed --out docs/figures
+    python -m litenet.insight.figures --model models/litenet-base --seed-run runs/insight-seed \
+        --late-run runs/insight-base-10k --out docs/figures
 
 (`make insight-figures` runs this.) Every picture is drawn by the same code the commands use; the
 path-share table printed at the end is the one docs/insight.md quotes.
@@ -80,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m litenet.insight.figures", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="models/litenet-base", help="trained default-preset folder")
     parser.add_argument("--seed-run", default="runs/insight-seed", help="a litenet-seed training folder")
+    parser.add_argument("--late-run", default="runs/insight-base-10k",
+                        help="a litenet-base run whose loss gets below 0.5 (the seed's late phase)")
     parser.add_argument("--out", default="docs/figures")
     common.add_data_arguments(parser)
     args = parser.parse_args(argv)
@@ -87,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         run_figures(Path(args.model), out, "base")
-        if Path(args.seed_run, "metrics.jsonl").is_file():
-            run_figures(Path(args.seed_run), out, "seed")
-        else:
-            print(f"(no seed run in {args.seed_run}; its figures are skipped)", file=sys.stderr)
+        for folder, prefix in ((args.seed_run, "seed"), (args.late_run, "base10k")):
+            if Path(folder, "metrics.jsonl").is_file():
+                run_figures(Path(folder), out, prefix)
+            else:
+                print(f"(no run in {folder}; its {prefix} figures are skipped)", file=sys.stderr)
         model_figures(args.model, out, args)
     except LiteNetError as exc:
         print(f"insight figures: error: {exc}", file=sys.stderr)

@@ -92,7 +92,7 @@ def plot(result: dict, out_png: Path) -> None:
 
     runs = result["runs"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    fig.subplots_adjust(left=0.07, right=0.92, top=0.88, bottom=0.12, wspace=0.3)
+    fig.subplots_adjust(left=0.07, right=0.9, top=0.88, bottom=0.12, wspace=0.35)
     fig.suptitle(f"lr scan, {result['preset']}: {result['steps']} steps per lr; the seed's rule picks the lr "
                  f"whose warm-up mean ‖g‖ is in {SEED_BAND[0]}–{SEED_BAND[1]}", fontsize=10)
     for n, r in enumerate(runs):
@@ -108,6 +108,10 @@ def plot(result: dict, out_png: Path) -> None:
     c.semilogx(lrs, [100 * r["held_out_accuracy"] for r in runs], "s--", color="C3", label="held-out accuracy")
     c.set_ylabel(f"accuracy (%) on {result['held_out_images']} test images after the run", color="C3")
     b.legend(loc="upper left", fontsize=8), c.legend(loc="lower right", fontsize=8)
+    from matplotlib.ticker import NullFormatter
+    for axis in (b, c):  # label the scanned lrs only; log-axis minor labels collide
+        axis.set_xticks(lrs, [f"{lr:g}" for lr in lrs], fontsize=8)
+        axis.xaxis.set_minor_formatter(NullFormatter())
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)

@@ -87,9 +87,11 @@ def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> None:
     ax.legend(fontsize=7, ncol=2)
     ax = axes[0, 1]
     if len(run.chunk_step):
-        ratio = monitors.per_step_update_ratio(run)
+        # only full-length chunks: the short one ending an epoch reads higher (fewer steps to cancel)
+        full = run.chunk_len == run.chunk_len.max()
+        ratio = monitors.per_step_update_ratio(run)[full]
         for n, (i, label) in enumerate(layers):
-            ax.semilogy(run.chunk_step, ratio[:, i], color=f"C{n % 10}", label=label)
+            ax.semilogy(run.chunk_step[full], ratio[:, i], color=f"C{n % 10}", label=label)
         ax.axhline(1e-3, color="0.5", ls=":", lw=1)
     ax.set(title="update ratio ‖Δw‖ / (k ‖w‖), per chunk of k steps", xlabel="step")
     ax = axes[1, 0]
