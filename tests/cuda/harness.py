@@ -32,7 +32,7 @@ class Runner:
             self.xp, self._kernel = np, emulator.kernel
         else:
             import cupy
-            from litenet.train.cuda.device import CupyDevice
+            from litenet.gpu.device import CupyDevice
             self.xp, self._kernel = cupy, CupyDevice().kernel
 
     def put(self, a):

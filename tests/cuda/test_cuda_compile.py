@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from litenet.train.cuda import sources
+from litenet.gpu import sources
 
 nvcc = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(nvcc is None, reason="nvcc is not installed")

@@ -42,7 +42,7 @@ def test_kernel_matches_twin_on_gpu(gpu, name, shape):
 
 
 def _device():
-    from litenet.train.cuda.device import CupyDevice
+    from litenet.gpu.device import CupyDevice
     return CupyDevice()
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.model import ModelConfig, TrainConfig, param_count
-from litenet.train.cuda import sources
+from litenet.gpu import sources
 from litenet.train.cuda.check import KernelMismatch, run_checked
 from litenet.train.cuda.geometry import Geometry, choose_plan
 from litenet.train.cuda.layout import StatsLayout, param_offsets
@@ -42,7 +42,7 @@ class CudaBackend:
         if params.shape != (param_count(model),):
             raise LiteNetError(f"expected {param_count(model)} parameters for this model, got shape {params.shape}")
         if device is None:
-            from litenet.train.cuda.device import CupyDevice
+            from litenet.gpu.device import CupyDevice
             device = CupyDevice()
         self.model, self.train, self.dev = model, train, device
         self.batch = train.batch_size

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.train.cuda import sources
+from litenet.gpu import sources
 
 HERE = Path(__file__).resolve().parent
 BUILD = Path(tempfile.gettempdir()) / f"litenet-emu-{os.getuid()}"

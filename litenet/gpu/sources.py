@@ -15,7 +15,8 @@ from pathlib import Path
 
 from litenet.resources import kernels_dir
 
-# One operation per file (CONVENTIONS.md); the fused kernels have their own files.
+# Every kernel file, training and inference alike (one operation per file, CONVENTIONS.md; the
+# fused kernels have their own files). A plain list: kernels are never found by globbing.
 KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "sgd",
                 "fused_rows", "fused_weight_grads")
 

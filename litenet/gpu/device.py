@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from litenet.train.cuda import sources
+from litenet.gpu import sources
 
 # -std=c++14 is the newest standard every NVRTC LiteNet supports (CUDA 11.0 onwards) accepts.
 NVRTC_OPTIONS = ("-std=c++14",)
