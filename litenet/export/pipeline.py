@@ -116,7 +116,18 @@ def export_model(weights: str | Path, out: str | Path | None = None, options: Ex
     validate(options)
     params, model, _, doc = load_model(weights)
     folder = Path(out) if out is not None else Path(weights)
+    created = not folder.exists()
     check_writable(folder)
+    try:
+        return _export(folder, params, model, doc, options, data, maps, log)
+    except BaseException:
+        if created and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()  # a failed export leaves no trace, not even the folder it made
+        raise
+
+
+def _export(folder: Path, params, model, doc: dict, options: ExportOptions, data, maps, log) -> ExportReport:
+    """The body of export_model once the inputs are known to be sound."""
     from litenet.data import open_cifar10  # after the cheap checks: opening may convert the data set
 
     ds = open_cifar10(data=data, maps=maps, progress=False)

@@ -118,6 +118,16 @@ def test_failure_after_the_fp32_model_leaves_nothing(model_dir, dataset, monkeyp
     assert listing(model_dir) == before
 
 
+def test_a_failed_export_removes_the_folder_it_created(model_dir, dataset, monkeypatch, tmp_path):
+    def broken(*args, **kwargs):
+        raise LiteNetError("simulated failure")
+
+    monkeypatch.setattr("litenet.export.qdq.build_qdq", broken)
+    with pytest.raises(LiteNetError):
+        export_model(model_dir, tmp_path / "new-out", ExportOptions(int8=True, calib=32), log=lambda line: None)
+    assert not (tmp_path / "new-out").exists()
+
+
 def test_bad_flags_are_refused_before_any_work(model_dir, dataset, capsys):
     assert_refused(["export", "--weights", str(model_dir), "--int8", "--calib", "0"], model_dir, "--calib", capsys)
     assert_refused(["export", "--weights", str(model_dir), "--int8", "--percentile", "120"], model_dir,
