@@ -85,6 +85,7 @@ compile-kernels:  ## compile every kernels/*.cu with nvcc for sm_75 and sm_90 (s
 
 # --- Insight --- (litenet/insight; docs/insight.md)
 INSIGHT_MODEL ?= models/litenet-base
+INSIGHT_RUN ?= $(if $(wildcard $(INSIGHT_MODEL)/metrics.jsonl),$(INSIGHT_MODEL),runs/ship-litenet-base)
 SEED_RUN ?= runs/insight-seed
 LATE_RUN ?= runs/insight-base-10k
 
@@ -96,8 +97,8 @@ $(LATE_RUN)/metrics.jsonl: | $(VENV)/.installed-train
 	$(VENV)/bin/litenet train --preset litenet-base --limit 10000 --epochs 15 --backend numpy --out $(LATE_RUN) --force --no-progress $(data_flag)
 
 .PHONY: insight-figures
-insight-figures: $(VENV)/.installed-train data $(SEED_RUN)/metrics.jsonl $(LATE_RUN)/metrics.jsonl  ## redraw docs/figures from INSIGHT_MODEL (curves, gradient flow, confusion, saliency), SEED_RUN and LATE_RUN
-	$(PY) -m litenet.insight.figures --model $(INSIGHT_MODEL) --seed-run $(SEED_RUN) --late-run $(LATE_RUN) --out docs/figures $(data_flag)
+insight-figures: $(VENV)/.installed-train data $(SEED_RUN)/metrics.jsonl $(LATE_RUN)/metrics.jsonl  ## redraw docs/figures: curves and gradient flow of INSIGHT_RUN, confusion and saliency of INSIGHT_MODEL, SEED_RUN, LATE_RUN
+	$(PY) -m litenet.insight.figures --model $(INSIGHT_MODEL) --run $(INSIGHT_RUN) --seed-run $(SEED_RUN) --late-run $(LATE_RUN) --out docs/figures $(data_flag)
 
 .PHONY: insight-experiments
 insight-experiments: $(VENV)/.installed-train data  ## rerun the seed's lr scan and init comparison on both presets (about 10 min on 2 CPU cores, more when shared); PNGs into docs/figures

@@ -1,7 +1,7 @@
 """Regenerate the figures of docs/insight.md from a trained model folder and a seed-preset run.
 
-    python -m litenet.insight.figures --model models/litenet-base --seed-run runs/insight-seed \
-        --late-run runs/insight-base-10k --out docs/figures
+    python -m litenet.insight.figures --model models/litenet-base --run runs/ship-litenet-base \
+        --seed-run runs/insight-seed --late-run runs/insight-base-10k --out docs/figures
 
 (`make insight-figures` runs this.) Every picture is drawn by the same code the commands use; the
 path-share table printed at the end is the one docs/insight.md quotes.
@@ -79,7 +79,9 @@ def model_figures(folder: str, out: Path, args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m litenet.insight.figures", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="models/litenet-base", help="trained default-preset folder")
+    parser.add_argument("--model", default="models/litenet-base", help="trained default-preset folder (its weights)")
+    parser.add_argument("--run", help="the training folder holding that model's metrics.jsonl (default: --model "
+                        "when it has one, else runs/ship-litenet-base, where make ship-model trains)")
     parser.add_argument("--seed-run", default="runs/insight-seed", help="a litenet-seed training folder")
     parser.add_argument("--late-run", default="runs/insight-base-10k",
                         help="a litenet-base run whose loss gets below 0.5 (the seed's late phase)")
@@ -89,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     try:
-        run_figures(Path(args.model), out, "base")
+        run = Path(args.run) if args.run else Path(args.model)
+        if not args.run and not (run / "metrics.jsonl").is_file():
+            run = Path("runs/ship-litenet-base")  # the shipped folder keeps no per-step log
+        run_figures(run, out, "base")
         for folder, prefix in ((args.seed_run, "seed"), (args.late_run, "base10k")):
             if Path(folder, "metrics.jsonl").is_file():
                 run_figures(Path(folder), out, prefix)

@@ -15,40 +15,28 @@ from litenet.errors import LiteNetError
 from litenet.model import ModelConfig
 from litenet.train import network
 
-SIZE = 32  # CIFAR-10's side; every input is brought to SIZE × SIZE
-
-
 def load_image(path: str | Path, info: dict | None = None) -> np.ndarray:
-    """Any image Pillow reads → uint8 (32, 32, 3) RGB, as LiteNet sees it.
+    """Any image file → uint8 (32, 32, 3) RGB, exactly as the inference runtime reads it.
 
-    EXIF orientation is applied, the mode converted to RGB (grey is copied to all three colours,
-    transparency dropped), and the image squeezed to 32 × 32 without keeping its aspect ratio:
-    BOX filtering (the mean of each source area) when both sides shrink, BICUBIC otherwise.
-    `info`, when given, receives the file's own size and mode.
+    NOTE: delegates to litenet.runtime.images, so a saliency map explains the input that
+    `litenet-infer` classifies: EXIF orientation applied, any mode to RGB (transparency on white,
+    grey copied to the three colours), the largest centred square cropped, then the area average
+    (BOX) when shrinking or BICUBIC when enlarging. `info`, when given, receives the file's own
+    size and mode.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            if info is not None:
-                info.update(size=img.size, mode=img.mode)
-            img = ImageOps.exif_transpose(img)  # also forces the lazy decode, so truncation fails here
-            img = img.convert("RGB")
-    except FileNotFoundError:
-        raise LiteNetError(f"{path}: no such file") from None
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
-        raise LiteNetError(f"{path}: not a readable image ({type(exc).__name__}: {exc})") from None
-    return to_model_input(img)
-
-
-def to_model_input(img) -> np.ndarray:
-    """An RGB PIL image → uint8 (32, 32, 3) by the resampling rule of load_image."""
     from PIL import Image
 
-    if img.size != (SIZE, SIZE):
-        shrinking = img.width >= SIZE and img.height >= SIZE
-        img = img.resize((SIZE, SIZE), Image.Resampling.BOX if shrinking else Image.Resampling.BICUBIC)
-    return np.asarray(img, dtype=np.uint8).copy()
+    from litenet.runtime.images import ImageError
+    from litenet.runtime.images import load_image as runtime_load_image
+
+    try:
+        image = runtime_load_image(path)
+    except ImageError as exc:
+        raise LiteNetError(str(exc)) from None
+    if info is not None:
+        with Image.open(path) as img:  # the header only; the pixels were read above
+            info.update(size=img.size, mode=img.mode)
+    return image
 
 
 def class_scores(z: np.ndarray, loss: str) -> tuple[np.ndarray, str]:

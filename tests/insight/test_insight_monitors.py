@@ -24,7 +24,6 @@ from litenet.insight import monitors
 from litenet.model import TrainConfig, param_layout
 from litenet.train import network
 from litenet.train import trainer as trainer_module
-from litenet.train.plots import plot_gradients
 from litenet.train.trainer import Split, Trainer
 
 HAND_TRAIN = TrainConfig(epochs=1, batch_size=1, lr_base=25.6, momentum=0.0, weight_decay=0.0, warmup_steps=1,
@@ -54,13 +53,15 @@ def test_shares_from_the_three_sums():
     assert opposed["side_proj"] == pytest.approx(2.5 / 2.0) and opposed["main_proj"] == pytest.approx(-0.5 / 2.0)
 
 
-@pytest.fixture
-def hand_run(tmp_path, monkeypatch):
-    """One training step of the hand network through the real trainer; its metrics folder."""
-    monkeypatch.setattr(trainer_module, "init_params", lambda model, seed: hand_params())
-    split = Split(hand_image(), np.array([1], np.uint8))
-    Trainer("hand", HAND_MODEL, HAND_TRAIN, tmp_path, split, split, ("a", "b"), progress=False).run()
-    return tmp_path
+@pytest.fixture(scope="module")
+def hand_run(tmp_path_factory):
+    """One training step of the hand network through the real trainer; its folder (shared: read only)."""
+    folder = tmp_path_factory.mktemp("hand")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trainer_module, "init_params", lambda model, seed: hand_params())
+        split = Split(hand_image(), np.array([1], np.uint8))
+        Trainer("hand", HAND_MODEL, HAND_TRAIN, folder, split, split, ("a", "b"), progress=False).run()
+    return folder
 
 
 def test_the_trainer_logs_the_hand_values(hand_run):
@@ -81,7 +82,7 @@ def test_the_trainer_logs_the_hand_values(hand_run):
     assert step["update_steps"] == 1
 
 
-def test_read_run_and_phases(hand_run):
+def test_read_run_and_phases(hand_run, tmp_path):
     run = monitors.read_run(hand_run)
     assert run.loss_name == "margin" and run.path.shape == (1, 1, 3)
     assert monitors.path_shares(run.path)["side_proj"][0, 0] == pytest.approx(5 / 13, rel=1e-4)
@@ -91,8 +92,7 @@ def test_read_run_and_phases(hand_run):
     assert early["steps"] == 1 and early["side_proj"] == pytest.approx(5 / 13, rel=1e-4)
     late = [r for r in rows if r["phase"] == "late"][0]
     assert "last epoch" in late["rule"]  # a loss of 1.3 never gets to 0.5/ln 10 of itself
-    plot_gradients(hand_run / "metrics.jsonl", hand_run / "gradients.png")
-    assert (hand_run / "gradients.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (hand_run / "gradients.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the trainer drew it
 
 
 def test_phase_thresholds_for_cross_entropy():
@@ -112,3 +112,17 @@ def test_clip_rate_and_trailing_mean():
     assert monitors.trailing_mean(np.array([1.0, 3.0, 5.0, 7.0]), 2) == pytest.approx([1, 2, 4, 6])
     assert monitors.clip_rate(np.array([True, False, False, True]), 4) == pytest.approx([1, 0.5, 1 / 3, 0.5])
     assert monitors.layer_tensors(NAMES) == [(0, "embed"), (1, "b0.fc1"), (3, "b0.fc2"), (5, "b0.ln γ"), (7, "head")]
+
+
+def test_figures_script_draws_everything(hand_run, model_dir, dataset, tmp_path, capsys, monkeypatch):
+    from litenet.insight import figures
+
+    monkeypatch.setattr(figures, "GRID", 2)
+    monkeypatch.setattr(figures, "SAMPLE_TEST_IMAGES", (0,))
+    out = tmp_path / "figures"
+    assert figures.main(["--model", str(model_dir), "--run", str(hand_run), "--seed-run", str(tmp_path / "none"),
+                         "--late-run", str(tmp_path / "none"), "--out", str(out)]) == 0
+    names = {p.name for p in out.iterdir()}
+    assert {"base-curves.png", "base-gradients.png", "base-confusion.png", "grid-2.saliency.png"} <= names
+    assert any(n.startswith("odd-grey-300x200") and n.endswith(".saliency.png") for n in names)
+    assert "| early" in capsys.readouterr().out
