@@ -8,7 +8,8 @@ The rules (docs/runtime.md gives the reasons):
   conversion. Multi-frame files (GIF, APNG, TIFF pages) give their first frame.
 - EXIF orientation is applied first, so a phone photo is classified the way it is displayed.
 - The largest centred square is cropped and resized to 32×32: the area average (BOX, in float32,
-  rounded once) when shrinking, BICUBIC when enlarging. A 32×32 image (every CIFAR-10 image) is passed through untouched.
+  rounded once) when shrinking, BICUBIC when enlarging. A 32×32 image (every CIFAR-10 image)
+  passes through untouched.
 - Files over MAX_PIXELS pixels (decompression bombs) and truncated files are refused.
 """
 
@@ -49,7 +50,7 @@ def expand_inputs(args: list[str]) -> list[tuple[str, str | None]]:
             out += [(p, None) for p in found] or [(arg, "folder holds no image files")]
         elif path.exists():
             out.append((arg, None))
-        elif glob.has_magic(arg):
+        elif any(c in arg for c in "*?["):
             found = sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
             out += [(p, None) for p in found] or [(arg, "pattern matches no files")]
         else:
