@@ -1,9 +1,9 @@
-// common.cuh — device helpers shared by every LiteNet kernel: reductions, GELU's math, the
-// uint8 image reader and the step counter. Included textually by the loader (NVRTC), by nvcc in
-// the compile test and by g++ in the CPU emulator (tests/cuda/emulator), so it uses only the
-// subset of CUDA that the emulator defines: __syncthreads, __shfl_xor_sync, atomicAdd,
-// __threadfence, __ldcg, float4, static __shared__ arrays and LN_DYNAMIC_SMEM. Nothing here
-// needs more than sm_61 (GTX 1060).
+// common.cuh — device helpers shared by every LiteNet kernel: reductions, GELU's math, 16-byte
+// vector access, the uint8 image reader and the step counter. Included textually by the loader
+// (NVRTC), by nvcc in the compile test and by g++ in the CPU emulator (tests/cuda/emulator), so it
+// uses only the subset of CUDA that the emulator defines: __syncthreads, __shfl_xor_sync,
+// atomicAdd, __threadfence, __ldcg, float4, static __shared__ arrays and LN_DYNAMIC_SMEM. Nothing
+// here needs more than sm_61 (GTX 1060).
 #pragma once
 
 #ifndef LITENET_EMULATOR
@@ -13,6 +13,40 @@
 
 #define LN_THREADS 256  // every kernel is launched with 256-thread blocks
 #define LN_FULL_MASK 0xffffffffu
+
+#ifndef LN_CHECK_ALIGN
+// The emulator defines this to abort on a misaligned vector access (a GPU faults on one, a CPU
+// does not); on the GPU it costs nothing.
+#define LN_CHECK_ALIGN(p, bytes)
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// 16-byte access. Callers check alignment (address % 16 == 0) before choosing these.
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<size_t>(p) & 15) == 0; }
+
+__device__ __forceinline__ float4 ld4(const float* p) {
+    LN_CHECK_ALIGN(p, 16);
+    return *reinterpret_cast<const float4*>(p);
+}
+
+// Bypasses L1: for data other blocks of the same launch wrote (split-K partials).
+__device__ __forceinline__ float4 ld4cg(const float* p) {
+    LN_CHECK_ALIGN(p, 16);
+    return __ldcg(reinterpret_cast<const float4*>(p));
+}
+
+__device__ __forceinline__ void st4(float* p, float4 v) {
+    LN_CHECK_ALIGN(p, 16);
+    *reinterpret_cast<float4*>(p) = v;
+}
+
+__device__ __forceinline__ void add4(float4& a, const float4 b) {
+    a.x += b.x;
+    a.y += b.y;
+    a.z += b.z;
+    a.w += b.w;
+}
 
 __device__ __forceinline__ float ln_inf() { return __int_as_float(0x7f800000); }
 
@@ -106,27 +140,59 @@ __device__ __forceinline__ float clip_rule(const float* grad_sq, int T, float th
 // ---------------------------------------------------------------------------------------------
 // The embedding's input rows s(x), read straight from the uint8 NHWC training set (reference.
 // embed_inputs): x = pixel / 255 (an IEEE division, as NumPy's) minus `shift`; "channel-sum" has
-// 1024 values per image (R+G+B of pixel i), "full" 3072 (pixel-major, colour-minor). A flipped
-// image is read mirrored left-right: column c of a 32-wide row becomes 31 − c.
+// 1024 values per image ((R + G) + B of pixel i), "full" 3072 (pixel-major, colour-minor). A
+// flipped image is read mirrored left-right: column c of a 32-wide row becomes 31 − c.
+//
+// The unit of work is a quad: 4 consecutive pixels p … p+3 (p a multiple of 4, so inside one
+// row), read as three aligned 32-bit words (12 bytes). Mirrored, the quad's source is the quad
+// starting at column 28 − c, read backwards. Needs each image 4-byte aligned (images is; 3072 is).
 
-struct Pixels {
+struct PixelQuads {
     const unsigned char* images;  // (N, 32, 32, 3)
     const int* index;             // (B,) rows of `images` in this batch
     const unsigned char* flip;    // (B,) 0/1 per image, or null
     int full;                     // 0: channel-sum, 1: full
     float shift;
 
-    __device__ __forceinline__ float operator()(int b, int i) const {
+    __device__ __forceinline__ int inputs() const { return full ? 3072 : 1024; }
+
+    // s(b, ·) of pixels p … p+3 into out[0 … 3] (channel-sum) or out[0 … 11] (full).
+    __device__ __forceinline__ void quad(int b, int p, float (&out)[12]) const {
         const unsigned char* img = images + (size_t)index[b] * 3072;
         const bool mirrored = flip != 0 && flip[b] != 0;
-        if (full) {
-            int p = i / 3;
-            const int c = i - 3 * p;
-            if (mirrored) p = (p & ~31) | (31 - (p & 31));
-            return (float)img[p * 3 + c] / 255.f - shift;
+        const int src = mirrored ? ((p & ~31) | (28 - (p & 31))) : p;
+        const unsigned int* words = reinterpret_cast<const unsigned int*>(img + src * 3);
+        LN_CHECK_ALIGN(words, 4);
+        const unsigned int w[3] = {words[0], words[1], words[2]};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int q = mirrored ? 3 - e : e;  // source pixel of output pixel e
+            float v[3];
+#pragma unroll
+            for (int c = 0; c < 3; ++c) {
+                const int byte = 3 * q + c;
+                v[c] = (float)((w[byte >> 2] >> (8 * (byte & 3))) & 0xffu) / 255.f - shift;
+            }
+            if (full) {
+                out[3 * e] = v[0];
+                out[3 * e + 1] = v[1];
+                out[3 * e + 2] = v[2];
+            } else {
+                out[e] = (v[0] + v[1]) + v[2];
+            }
         }
-        const int p = mirrored ? ((i & ~31) | (31 - (i & 31))) : i;
-        const unsigned char* q = img + p * 3;
-        return (((float)q[0] / 255.f - shift) + ((float)q[1] / 255.f - shift)) + ((float)q[2] / 255.f - shift);
+    }
+
+    // Writes s(b, ·) of quad p into a row of inputs() floats (16-byte aligned).
+    __device__ __forceinline__ void quad_to(int b, int p, float* row) const {
+        float v[12];
+        quad(b, p, v);
+        if (full) {
+            st4(row + 3 * p, make_float4(v[0], v[1], v[2], v[3]));
+            st4(row + 3 * p + 4, make_float4(v[4], v[5], v[6], v[7]));
+            st4(row + 3 * p + 8, make_float4(v[8], v[9], v[10], v[11]));
+        } else {
+            st4(row + p, make_float4(v[0], v[1], v[2], v[3]));
+        }
     }
 };

@@ -1,60 +1,142 @@
-// embed.cu — the embedding projection, reading the uint8 NHWC images directly
-// (twins: reference.embed_forward, reference.embed_backward without ∂x).
+// embed.cu — the embedding projection and its weight gradient, with the input rows s(x) read
+// from the uint8 NHWC images once per step (twins: reference.embed_inputs, reference.embed_forward,
+// reference.embed_backward without ∂x).
 //
-//   embed_forward:   h0[b, n] = Σ_i s(b, i) · We[i, n]       (B × Kin) · (Kin × d)
-//   embed_backward:  ∂We[i, n] = Σ_b s(b, i) · ∂h0[b, n]     (Kin × B) · (B × d)
+//   embed_inputs:        S[b, i] = s(b, i)                           (B × Kin floats)
+//   embed_forward:       h0[b, n] = Σ_i S[b, i] · We[i, n]            (B × Kin) · (Kin × d)
+//   embed_forward_rows:  the same h0 from the images, a few images per block, and S on the way
+//   embed_backward:      ∂We[i, n] = Σ_b S[b, i] · ∂h0[b, n]          (Kin × B) · (B × d)
 //
 // s(b, i) = Σ_colours (pixel/255 − shift) for "channel-sum" (Kin = 1024) or one colour value for
-// "full" (Kin = 3072, pixel-major colour-minor); a set flip flag mirrors the image left-right.
-// The batch is (schedule row, device step counter): index = batches + ctr[0]·B, flips likewise
-// (flips may be null), so one captured graph serves every step.
+// "full" (Kin = 3072, pixel-major colour-minor); a set flip flag mirrors the image left-right
+// (common.cuh PixelQuads). The batch is (schedule row, device step counter): index = batches +
+// ctr[0]·B, flips likewise (flips may be null), so one captured graph serves every step.
 //
-// Launch: 256 threads; grid = tiles_m · tiles_n · splits blocks, 64×64 output tiles (tiles_m over
-// the output's rows: B forward, Kin backward), the reduction split `splits` ways; block x works
-// on tile x / splits, split x % splits. scratch: ≥ tiles·splits·4096 floats (unused when
-// splits = 1); counters: ≥ tiles zeroed unsigned ints, left zeroed.
-// Limits: 32×32×3 images; index values must be < the dataset's length (not checked here).
+// Two versions of the forward, chosen in litenet/train/cuda/geometry.py (embed_variant):
+//   "tiles" embed_inputs then embed_forward — 64×64 output tiles over S (gemm.cuh); large batches.
+//   "rows"  embed_forward_rows alone — per block `rows` images: their s rows go to shared memory
+//           (and to S, for ∂We), then each thread accumulates 4 columns of those rows over a k
+//           range, reading We 16 bytes at a time straight from L2 (We is read once per block, so
+//           this is for small batches and a small We); `parts` blocks share the columns of a row
+//           block. No split-K: the k ranges meet in shared memory, summed in a fixed order.
+//
+// Launch (256 threads): embed_inputs grid = B (one image per block, 4 pixels per thread; any grid
+// works). embed_forward / embed_backward: grid = tiles_m · tiles_n · splits blocks over 64×64 output
+// tiles (tiles_m over the output's rows: B forward, Kin backward), block x on tile x / splits, split
+// x % splits; scratch ≥ tiles·splits·LN_SLAB floats (unused when splits = 1); counters ≥ tiles
+// zeroed unsigned ints, left zeroed. embed_forward_rows: grid = ⌈B / rows⌉ · parts, dynamic shared
+// memory rows·Kin·4 bytes.
+// Limits: 32×32×3 images, 4-byte aligned; index values < the dataset's length (not checked here);
+// S 16-byte aligned; rows ≤ 8; ⌈d / parts⌉ ≤ 1024.
 #include "common.cuh"
 #include "gemm.cuh"
 
-extern "C" __global__ void embed_forward(const unsigned char* images, const int* batches, const unsigned char* flips,
-                                         const int* ctr, int full, float shift, const float* W, float* out, int B,
-                                         int Kin, int d, int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem smem;
-    const int tile = blockIdx.x / splits, split = blockIdx.x % splits;
-    const int tiles_n = (d + LN_TILE - 1) / LN_TILE;
-    const int m0 = (tile / tiles_n) * LN_TILE, n0 = (tile % tiles_n) * LN_TILE;
+#define LN_EMBED_ROWS_MAX 8
+
+__device__ __forceinline__ PixelQuads batch_pixels(const unsigned char* images, const int* batches,
+                                                   const unsigned char* flips, const int* ctr, int full, float shift,
+                                                   int B) {
     const int pos = step_pos(ctr);
-    const Pixels px = {images, batches + (size_t)pos * B, flips ? flips + (size_t)pos * B : 0, full, shift};
-    float acc[4][4];
-    if (!gemm_splitk(PixelsRows{px}, Mat<true>{W, d}, B, d, Kin, m0, n0, split, splits,
-                     scratch + (size_t)tile * splits * LN_TILE * LN_TILE, counters + tile, acc, smem))
-        return;
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-            const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-            if (m < B && n < d) out[(size_t)m * d + n] = acc[i][j];
-        }
+    const PixelQuads px = {images, batches + (size_t)pos * B, flips ? flips + (size_t)pos * B : 0, full, shift};
+    return px;
 }
 
-extern "C" __global__ void embed_backward(const unsigned char* images, const int* batches, const unsigned char* flips,
-                                          const int* ctr, int full, float shift, const float* dH, float* dW, int B,
-                                          int Kin, int d, int splits, float* scratch, unsigned int* counters) {
+extern "C" __global__ void embed_inputs(const unsigned char* images, const int* batches, const unsigned char* flips,
+                                        const int* ctr, int full, float shift, float* S, int B) {
+    const PixelQuads px = batch_pixels(images, batches, flips, ctr, full, shift, B);
+    for (int b = blockIdx.x; b < B; b += gridDim.x)
+        for (int p = 4 * threadIdx.x; p < 1024; p += 4 * blockDim.x) px.quad_to(b, p, S + (size_t)b * px.inputs());
+}
+
+extern "C" __global__ void embed_forward(const float* S, const float* W, float* out, int B, int Kin, int d,
+                                         int splits, float* scratch, unsigned int* counters) {
     __shared__ GemmSmem smem;
-    const int tile = blockIdx.x / splits, split = blockIdx.x % splits;
-    const int tiles_n = (d + LN_TILE - 1) / LN_TILE;
-    const int m0 = (tile / tiles_n) * LN_TILE, n0 = (tile % tiles_n) * LN_TILE;
-    const int pos = step_pos(ctr);
-    const Pixels px = {images, batches + (size_t)pos * B, flips ? flips + (size_t)pos * B : 0, full, shift};
-    float acc[4][4];
-    if (!gemm_splitk(PixelsT{px}, Mat<true>{dH, d}, Kin, d, B, m0, n0, split, splits,
-                     scratch + (size_t)tile * splits * LN_TILE * LN_TILE, counters + tile, acc, smem))
+    const TileCoords tc(splits, d);
+    float acc[4][4], unused;
+    if (!gemm_splitk(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, tc.m0, tc.n0, tc.split, splits,
+                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
         return;
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-            const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-            if (m < Kin && n < d) dW[(size_t)m * d + n] = acc[i][j];
+        if (tc.m(i) < B) store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
+}
+
+extern "C" __global__ void embed_backward(const float* S, const float* dH, float* dW, int B, int Kin, int d,
+                                          int splits, float* scratch, unsigned int* counters) {
+    __shared__ GemmSmem smem;
+    const TileCoords tc(splits, d);
+    float acc[4][4], unused;
+    // A(i, b) = S[b, i]: S read as a transposed view (contiguous along i).
+    if (!gemm_splitk(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, tc.m0, tc.n0, tc.split, splits,
+                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
+        return;
+    for (int i = 0; i < 4; ++i)
+        if (tc.m(i) < Kin) store_row4(dW, d, tc.m(i), tc.n(0), d, acc[i]);
+}
+
+extern "C" __global__ void embed_forward_rows(const unsigned char* images, const int* batches,
+                                              const unsigned char* flips, const int* ctr, int full, float shift,
+                                              const float* W, float* out, float* S, int B, int Kin, int d, int rows,
+                                              int parts) {
+    LN_DYNAMIC_SMEM(float, srow);  // rows × Kin: the block's s rows, then the k ranges' partial sums
+    const PixelQuads px = batch_pixels(images, batches, flips, ctr, full, shift, B);
+    const int t = threadIdx.x, part = blockIdx.x % parts, row0 = (blockIdx.x / parts) * rows;
+    const int R = min(rows, B - row0);
+    for (int r = 0; r < R; ++r)
+        for (int p = 4 * t; p < 1024; p += 4 * blockDim.x) {
+            px.quad_to(row0 + r, p, srow + r * Kin);
+            if (part == 0) px.quad_to(row0 + r, p, S + (size_t)(row0 + r) * Kin);
         }
+    __syncthreads();
+
+    // Columns [c_begin, c_end) in quads of 4; the threads left over after one per quad split k.
+    const int width = ((d + parts - 1) / parts + 3) & ~3, c_begin = part * width, c_end = min(d, c_begin + width);
+    const int quads = width / 4, groups = blockDim.x / quads;
+    const int quad = t % quads, g = t / quads, c = c_begin + 4 * quad;
+    const int kchunk = ((Kin + groups - 1) / groups + 7) & ~7;
+    const int k_begin = min(Kin, g * kchunk), k_end = g < groups ? min(Kin, k_begin + kchunk) : k_begin;
+    const int have = min(4, c_end - c);  // columns of this thread's quad that exist
+    const bool vec = have == 4 && (d & 3) == 0 && aligned16(W + c);
+    float acc[LN_EMBED_ROWS_MAX][4];
+    for (int r = 0; r < LN_EMBED_ROWS_MAX; ++r)
+        for (int j = 0; j < 4; ++j) acc[r][j] = 0.f;
+    if (have > 0)
+        for (int k0 = k_begin; k0 < k_end; k0 += 8) {  // Kin is a multiple of 8: whole steps
+            float4 w[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const float* wp = W + (size_t)(k0 + q) * d + c;
+                if (vec) {
+                    w[q] = ld4(wp);
+                } else {
+                    w[q] = make_float4(wp[0], have > 1 ? wp[1] : 0.f, have > 2 ? wp[2] : 0.f, have > 3 ? wp[3] : 0.f);
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < LN_EMBED_ROWS_MAX; ++r)
+                if (r < R)
+#pragma unroll
+                    for (int q = 0; q < 8; ++q) {
+                        const float s = srow[r * Kin + k0 + q];
+                        acc[r][0] += s * w[q].x;
+                        acc[r][1] += s * w[q].y;
+                        acc[r][2] += s * w[q].z;
+                        acc[r][3] += s * w[q].w;
+                    }
+        }
+    __syncthreads();  // the s rows are read: their space holds the partial sums now
+    float* red = srow;  // red[(g·R + r)·width + column], groups·R·width ≤ R·Kin (groups·width ≤ 1024)
+    if (g < groups && have > 0)
+#pragma unroll
+        for (int r = 0; r < LN_EMBED_ROWS_MAX; ++r)
+            if (r < R)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) red[(g * R + r) * width + 4 * quad + j] = acc[r][j];
+    __syncthreads();
+    for (int e = t; e < R * width; e += blockDim.x) {
+        const int r = e / width, col = e % width;
+        if (c_begin + col >= c_end) continue;
+        float total = 0.f;
+        for (int j = 0; j < groups; ++j) total += red[(j * R + r) * width + col];
+        out[(size_t)(row0 + r) * d + c_begin + col] = total;
+    }
 }

@@ -4,16 +4,20 @@
 // output tile of one product; ‖g‖² of each tensor is added to the step's statistics row on the
 // way, so the optimiser needs no separate norm pass.
 //
-//   job kind 0  ∂We          = s(x)ᵀ ∂h0                 (Kin × d, sums over the batch)
-//   job kind 1  [∂W1; ∂b1]   = [X_iᵀ; 1ᵀ] ∂u_i            (d+1 × H)
-//   job kind 2  [∂W2; ∂b2]   = [A_iᵀ; 1ᵀ] ∂s_i            (H+1 × d)
-//   job kind 3  [∂Wc; ∂bc]   = [X_Lᵀ; 1ᵀ] ∂z              (d+1 × C)
+//   job kind 0  ∂We         = Sᵀ ∂h0                    (Kin × d, sums over the batch; S = s(x) rows)
+//   job kind 1  ∂W1, ∂b1     = X_iᵀ ∂u_i,  Σ_b ∂u_i      (d × H)
+//   job kind 2  ∂W2, ∂b2     = A_iᵀ ∂s_i,  Σ_b ∂s_i      (H × d)
+//   job kind 3  ∂Wc, ∂bc     = X_Lᵀ ∂z,    Σ_b ∂z        (d × C)
 //   job kind 4  [∂γ_i | ∂β_i] = Σ_b [∂y_i ⊙ n_i | ∂y_i]   (2d column sums)
+// A bias is the column sums of the product's right operand: the tiles of the first tile row
+// compute them from the loads they already make (gemm.cuh colsums).
 //
 // jobs: 10 ints per block: kind, layer, tile_m, tile_n, split, splits, tile id (its counter),
-// scratch offset (floats), tensor index (param_layout order; the bias is tensor + 1), unused.
-// Launch: 256 threads, one block per job. scratch/counters as in gemm.cuh's split-K (counters
-// zeroed, left zeroed). Limits: as gemm.cuh; the batch comes from (batches, ctr) like embed.cu.
+// scratch offset (floats, a multiple of 4), tensor index (param_layout order; the bias is
+// tensor + 1), unused. Launch: 256 threads, one block per job. scratch/counters as in gemm.cuh's
+// split-K (LN_SLAB floats per split of a product, 64 per split of a column sum; counters zeroed,
+// left zeroed). Limits: as gemm.cuh; S (B × Kin, written by embed_forward_rows or embed_inputs)
+// 16-byte aligned.
 #include "common.cuh"
 #include "gemm.cuh"
 
@@ -34,11 +38,9 @@ struct LayerNormParams {  // [∂γ | ∂β] as one column sum (as in residual_l
 
 extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, const int* layout, const float* X,
                                               const float* A, const float* DU, const float* DS, const float* DY,
-                                              const float* NRM, const float* DZ, const float* DH0,
-                                              const unsigned char* images, const int* batches,
-                                              const unsigned char* flips, const int* ctr, int full, float shift,
-                                              float* scratch, unsigned int* counters, float* stats, int stat_width,
-                                              int B, int Kin, int d, int H, int C, int blocks) {
+                                              const float* NRM, const float* DZ, const float* DH0, const float* S,
+                                              const int* ctr, float* scratch, unsigned int* counters, float* stats,
+                                              int stat_width, int B, int Kin, int d, int H, int C, int blocks) {
     __shared__ GemmSmem smem;
     __shared__ float red[32];
     const int* job = jobs + blockIdx.x * 10;
@@ -46,8 +48,7 @@ extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, con
               splits = job[5], tensor = job[8];
     float* partials = scratch + job[7];
     unsigned int* counter = counters + job[6];
-    const int pos = step_pos(ctr);
-    float* grad_sq = stats + (size_t)pos * stat_width + LN_STAT_GRAD_SQ;
+    float* grad_sq = stats + (size_t)step_pos(ctr) * stat_width + LN_STAT_GRAD_SQ;
 
     if (kind == JOB_LAYERNORM) {
         float v;
@@ -74,51 +75,46 @@ extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, con
         return;
     }
 
-    float acc[4][4];
-    int M, N, weight_rows;
+    float acc[4][4], bias_sum;
+    int M, N;
     bool done;
-    if (kind == JOB_EMBED) {
-        const Pixels px = {images, batches + (size_t)pos * B, flips ? flips + (size_t)pos * B : 0, full, shift};
-        M = Kin, N = d, weight_rows = Kin;
-        done = gemm_splitk(PixelsT{px}, Mat<true>{DH0, d}, M, N, B, m0, n0, split, splits, partials, counter, acc, smem);
-    } else if (kind == JOB_FC1) {
-        const OnesRow<Mat<false> > xt = {Mat<false>{X + (size_t)layer * B * d, d}, d};
-        M = d + 1, N = H, weight_rows = d;
-        done = gemm_splitk(xt, Mat<true>{DU + (size_t)layer * B * H, H}, M, N, B, m0, n0, split, splits, partials,
-                           counter, acc, smem);
+    const bool bias_row = kind != JOB_EMBED && m0 == 0;
+    if (kind == JOB_EMBED) {  // A(i, b) = S[b, i]
+        M = Kin, N = d;
+        done = gemm_splitk(Mat<false>{S, Kin}, Mat<true>{DH0, d}, M, N, B, m0, n0, split, splits, partials, counter,
+                           acc, false, bias_sum, smem);
+    } else if (kind == JOB_FC1) {  // A(i, b) = X_i[b, i]
+        M = d, N = H;
+        done = gemm_splitk(Mat<false>{X + (size_t)layer * B * d, d}, Mat<true>{DU + (size_t)layer * B * H, H}, M, N, B,
+                           m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
     } else if (kind == JOB_FC2) {
-        const OnesRow<Mat<false> > at = {Mat<false>{A + (size_t)layer * B * H, H}, H};
-        M = H + 1, N = d, weight_rows = H;
-        done = gemm_splitk(at, Mat<true>{DS + (size_t)layer * B * d, d}, M, N, B, m0, n0, split, splits, partials,
-                           counter, acc, smem);
+        M = H, N = d;
+        done = gemm_splitk(Mat<false>{A + (size_t)layer * B * H, H}, Mat<true>{DS + (size_t)layer * B * d, d}, M, N, B,
+                           m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
     } else {  // JOB_HEAD
-        const OnesRow<Mat<false> > yt = {Mat<false>{X + (size_t)blocks * B * d, d}, d};
-        M = d + 1, N = C, weight_rows = d;
-        done = gemm_splitk(yt, Mat<true>{DZ, C}, M, N, B, m0, n0, split, splits, partials, counter, acc, smem);
+        M = d, N = C;
+        done = gemm_splitk(Mat<false>{X + (size_t)blocks * B * d, d}, Mat<true>{DZ, C}, M, N, B, m0, n0, split, splits,
+                           partials, counter, acc, bias_row, bias_sum, smem);
     }
     if (!done) return;
 
     float* W = grads + layout[tensor];
-    float* bias = kind == JOB_EMBED ? 0 : grads + layout[tensor + 1];
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const TileAt tc(m0, n0);
     float sq_w = 0.f, sq_b = 0.f;
-    for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-            const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-            if (m >= M || n >= N) continue;
-            const float v = acc[i][j];
-            if (m < weight_rows) {
-                W[(size_t)m * N + n] = v;
-                sq_w += v * v;
-            } else {
-                bias[n] = v;
-                sq_b += v * v;
-            }
-        }
+    for (int i = 0; i < 4; ++i) {
+        if (tc.m(i) >= M) continue;
+        store_row4(W, N, tc.m(i), tc.n(0), N, acc[i]);
+        for (int j = 0; j < 4; ++j)
+            if (tc.n(j) < N) sq_w += acc[i][j] * acc[i][j];
+    }
+    if (bias_row && threadIdx.x < LN_TILE && n0 + (int)threadIdx.x < N) {
+        grads[layout[tensor + 1] + n0 + threadIdx.x] = bias_sum;
+        sq_b = bias_sum * bias_sum;
+    }
     sq_w = block_sum(sq_w, red);
     sq_b = block_sum(sq_b, red);
     if (threadIdx.x == 0) {
         atomicAdd(grad_sq + tensor, sq_w);
-        if (bias) atomicAdd(grad_sq + tensor + 1, sq_b);
+        if (bias_row) atomicAdd(grad_sq + tensor + 1, sq_b);
     }
 }

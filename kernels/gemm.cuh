@@ -1,22 +1,29 @@
 // gemm.cuh — the matrix-product building blocks every layer kernel composes (no cuBLAS):
 //
-//   gemm_tile     C[64×64 tile] = Σ_k A(m, k) · B(k, n) over one k range, 256 threads, 4×4 outputs
-//                 per thread; A and B are accessor functors, so the same loop reads float
-//                 matrices in either orientation, a row of ones (bias gradients) or uint8 pixels.
-//   splitk_fixup  K split over several blocks: each writes its partial tile to scratch, the last
-//                 to finish sums the partials in split order (deterministic) and runs the
-//                 epilogue; its counter returns to zero for the next launch.
-//   colsum_tile   out[n] = Σ_k f(k, n) for a 64-column tile (bias and LayerNorm parameter grads).
+//   gemm_tile     C[64×64 tile] = Σ_k A(m, k) · B(k, n) over one k range: 256 threads, each owning
+//                 a 4×4 block (rows 4·ty …, columns 4·tx …, t = 16·ty + tx); k steps of 16 staged
+//                 through two shared-memory buffers (one barrier per step) with the next step's
+//                 operands fetched into registers during the multiply; operands read 16 bytes at a
+//                 time along their contiguous index where the matrix allows (Mat::load4).
+//                 Optionally also Σ_k B(k, n) (a bias gradient's column sums, from the same loads).
+//   gemm_splitk   K split over several blocks: each writes its partial tile (+ column sums) to
+//                 scratch, the last to finish sums the partials in split order (deterministic),
+//                 four splits' loads in flight at a time, and runs the epilogue; its counter
+//                 returns to zero for the next launch.
+//   colsum_splitk out[n] = Σ_k f(k, n) for a 64-column tile (LayerNorm parameter gradients).
 //   rows_matmul   out[r, n] = Σ_k in[r, k] · W(k, n) for a few rows held in shared memory (the fused
 //                 small-batch kernel; W read straight from L2/L1, 16 loads in flight per thread).
 //
 // Limits: tiles are 64×64 with k steps of 16; M, N, K need not be multiples of anything (loads
-// are guarded, out-of-range elements read as 0). rows_matmul holds at most 16 rows per thread,
+// are guarded, out-of-range elements read as 0; a matrix whose leading dimension or base is not
+// 16-byte aligned is read one float at a time). rows_matmul holds at most 16 rows per thread,
 // and its input rows are padded to a multiple of 16 floats.
 #pragma once
 
 #define LN_TILE 64
 #define LN_TK 16
+#define LN_SPAD 4  // shared rows of 68 floats: 16-byte aligned, and transposing stores spread over banks
+#define LN_SLAB (LN_TILE * LN_TILE + LN_TILE)  // floats per split in scratch: the tile, then its column sums
 #define LN_ROWS_MAX 16
 
 // Accessor for a float matrix: Mat<true>(i, j) = p[i·ld + j] (second index contiguous),
@@ -29,88 +36,124 @@ struct Mat {
     __device__ __forceinline__ float operator()(int i, int j) const {
         return SECOND_CONTIGUOUS ? p[(size_t)i * ld + j] : p[(size_t)j * ld + i];
     }
-};
-
-// Appends a row of ones to an accessor (A(rows, k) = 1), so that [Xᵀ; 1ᵀ]·∂Y yields ∂W and, in its
-// last row, ∂b = Σ_b ∂Y in the same product.
-template <class Inner>
-struct OnesRow {
-    Inner inner;
-    int rows;
-    static constexpr bool second_contiguous = Inner::second_contiguous;
-    __device__ __forceinline__ float operator()(int i, int j) const { return i < rows ? inner(i, j) : 1.f; }
-};
-
-// s(x)ᵀ as an A operand: A(i, b) = pixels(b, i) (consecutive i are consecutive bytes of one image).
-struct PixelsT {
-    Pixels px;
-    static constexpr bool second_contiguous = false;
-    __device__ __forceinline__ float operator()(int i, int b) const { return px(b, i); }
-};
-
-// s(x) as an A operand: A(b, i) = pixels(b, i).
-struct PixelsRows {
-    Pixels px;
-    static constexpr bool second_contiguous = true;
-    __device__ __forceinline__ float operator()(int b, int i) const { return px(b, i); }
-};
-
-struct GemmSmem {
-    float a[LN_TK][LN_TILE + 1];  // a[k][m]; +1 spreads the transposing stores over the banks
-    float b[LN_TK][LN_TILE + 1];  // b[k][n]
-};
-
-// Thread t owns rows m0 + t/16 + 16i and columns n0 + t%16 + 16j, i, j < 4 (strided, so the
-// shared-memory reads of a warp hit distinct banks and its global stores are 64-byte runs).
-template <class A, class B>
-__device__ __forceinline__ void gemm_fetch(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
-                                           float (&ra)[4], float (&rb)[4]) {
-    // Each thread fetches 4 of the 16×64 elements of each tile; consecutive threads walk the
-    // operand's contiguous index so global reads coalesce.
-    const int t = threadIdx.x;
-    for (int l = 0; l < 4; ++l) {
-        const int e = t + l * LN_THREADS;
-        const int kk = A::second_contiguous ? e % LN_TK : e / LN_TILE;
-        const int mm = A::second_contiguous ? e / LN_TK : e % LN_TILE;
-        const int m = m0 + mm, k = k0 + kk;
-        ra[l] = (m < M && k < k_end) ? a(m, k) : 0.f;
+    // Four consecutive elements along the contiguous index from (i, j): (i, j … j+3) or (i … i+3, j).
+    // `avail` of them exist (≤ 0: none); the rest read 0. One 16-byte load where alignment allows
+    // (the caller's start index along the contiguous dimension is a multiple of 4).
+    __device__ __forceinline__ float4 load4(int i, int j, int avail) const {
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (avail <= 0) return v;
+        const float* q = SECOND_CONTIGUOUS ? p + (size_t)i * ld + j : p + (size_t)j * ld + i;
+        if (avail >= 4 && (ld & 3) == 0 && aligned16(q)) return ld4(q);
+        v.x = q[0];
+        if (avail > 1) v.y = q[1];
+        if (avail > 2) v.z = q[2];
+        if (avail > 3) v.w = q[3];
+        return v;
     }
-    for (int l = 0; l < 4; ++l) {
-        const int e = t + l * LN_THREADS;
-        const int kk = B::second_contiguous ? e / LN_TILE : e % LN_TK;
-        const int nn = B::second_contiguous ? e % LN_TILE : e / LN_TK;
-        const int n = n0 + nn, k = k0 + kk;
-        rb[l] = (n < N && k < k_end) ? b(k, n) : 0.f;
+};
+
+struct __align__(16) GemmSmem {
+    float a[2][LN_TK][LN_TILE + LN_SPAD];  // a[buffer][k][m]
+    float b[2][LN_TK][LN_TILE + LN_SPAD];  // b[buffer][k][n]
+};
+
+// Where thread t's fetched 4-vector of one operand lies in the 16×64 k step: along the tile
+// index (m or n) when that is the contiguous one — k row t/16, tile index 4·(t%16) … +3 — else
+// along k: tile index t/4, k rows 4·(t%4) … +3. Consecutive threads walk the contiguous index,
+// so a warp's loads coalesce.
+template <bool ALONG_TILE>
+struct FetchSlot {
+    int kk, x;
+    __device__ __forceinline__ FetchSlot() {
+        const int t = threadIdx.x;
+        kk = ALONG_TILE ? t >> 4 : 4 * (t & 3);
+        x = ALONG_TILE ? 4 * (t & 15) : t >> 2;
+    }
+};
+
+template <bool ALONG_TILE>
+__device__ __forceinline__ void stage(float (&dst)[LN_TK][LN_TILE + LN_SPAD], const FetchSlot<ALONG_TILE>& f,
+                                      float4 v) {
+    if (ALONG_TILE) {
+        st4(&dst[f.kk][f.x], v);
+    } else {
+        dst[f.kk][f.x] = v.x;
+        dst[f.kk + 1][f.x] = v.y;
+        dst[f.kk + 2][f.x] = v.z;
+        dst[f.kk + 3][f.x] = v.w;
     }
 }
 
-// Thread t owns rows m0 + t/16 + 16i and columns n0 + t%16 + 16j, i, j < 4 (strided, so the
-// shared-memory reads of a warp hit distinct banks and its global stores are 64-byte runs).
-// The next k step's elements are fetched into registers while this one is multiplied, so global
-// latency overlaps the arithmetic.
+// The operands' elements of the k step at k0 (zeros outside M, N, k_end).
+template <class A, class B>
+__device__ __forceinline__ void gemm_fetch(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
+                                           const FetchSlot<!A::second_contiguous>& fa,
+                                           const FetchSlot<B::second_contiguous>& fb, float4& ra, float4& rb) {
+    if (A::second_contiguous) {  // A(m, k) contiguous along k
+        const int m = m0 + fa.x, k = k0 + fa.kk;
+        ra = a.load4(m, k, m < M ? min(4, k_end - k) : 0);
+    } else {  // contiguous along m
+        const int m = m0 + fa.x, k = k0 + fa.kk;
+        ra = a.load4(m, k, k < k_end ? min(4, M - m) : 0);
+    }
+    if (B::second_contiguous) {  // B(k, n) contiguous along n
+        const int n = n0 + fb.x, k = k0 + fb.kk;
+        rb = b.load4(k, n, k < k_end ? min(4, N - n) : 0);
+    } else {  // contiguous along k
+        const int n = n0 + fb.x, k = k0 + fb.kk;
+        rb = b.load4(k, n, n < N ? min(4, k_end - k) : 0);
+    }
+}
+
+// acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + 4·ty + i, k) · B(k, n0 + 4·tx + j), k in increasing
+// order. With `colsums` (B contiguous along n only), thread t < 64 also gets colsum = Σ_k B(k, n0+t).
+// Every thread of the block must call it with the same k range; it ends with a barrier.
 template <class A, class B>
 __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
-                          float (&acc)[4][4], GemmSmem& s) {
+                          float (&acc)[4][4], bool colsums, float& colsum, GemmSmem& s) {
     const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
     for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
-    float ra[4], rb[4];
-    if (k_begin < k_end) gemm_fetch(a, b, M, N, k_begin, k_end, m0, n0, ra, rb);
+    colsum = 0.f;
+    const FetchSlot<!A::second_contiguous> fa;
+    const FetchSlot<B::second_contiguous> fb;
+    float4 ra, rb, cs = make_float4(0.f, 0.f, 0.f, 0.f);
+    const bool sums = colsums && B::second_contiguous;
+    if (k_begin < k_end) {
+        gemm_fetch(a, b, M, N, k_begin, k_end, m0, n0, fa, fb, ra, rb);
+        stage(s.a[0], fa, ra);
+        stage(s.b[0], fb, rb);
+        if (sums) add4(cs, rb);
+    }
+    __syncthreads();
+    int buf = 0;
     for (int k0 = k_begin; k0 < k_end; k0 += LN_TK) {
-        for (int l = 0; l < 4; ++l) {
-            const int e = t + l * LN_THREADS;
-            s.a[A::second_contiguous ? e % LN_TK : e / LN_TILE][A::second_contiguous ? e / LN_TK : e % LN_TILE] = ra[l];
-            s.b[B::second_contiguous ? e / LN_TILE : e % LN_TK][B::second_contiguous ? e % LN_TILE : e / LN_TK] = rb[l];
+        const bool more = k0 + LN_TK < k_end;
+        if (more) gemm_fetch(a, b, M, N, k0 + LN_TK, k_end, m0, n0, fa, fb, ra, rb);
+#pragma unroll
+        for (int kk = 0; kk < LN_TK; ++kk) {
+            const float4 av = ld4(&s.a[buf][kk][4 * ty]);
+            const float4 bv = ld4(&s.b[buf][kk][4 * tx]);
+            const float ai[4] = {av.x, av.y, av.z, av.w}, bj[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] += ai[i] * bj[j];
+        }
+        if (more) {  // the other buffer was last read before the previous barrier
+            stage(s.a[buf ^ 1], fa, ra);
+            stage(s.b[buf ^ 1], fb, rb);
+            if (sums) add4(cs, rb);
         }
         __syncthreads();
-        if (k0 + LN_TK < k_end) gemm_fetch(a, b, M, N, k0 + LN_TK, k_end, m0, n0, ra, rb);
-        for (int kk = 0; kk < LN_TK; ++kk) {
-            float av[4], bv[4];
-            for (int i = 0; i < 4; ++i) av[i] = s.a[kk][ty + 16 * i];
-            for (int j = 0; j < 4; ++j) bv[j] = s.b[kk][tx + 16 * j];
-            for (int i = 0; i < 4; ++i)
-                for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
-        }
+        buf ^= 1;
+    }
+    if (sums) {  // fold the 16 k rows of each column: red[k row][column] in buffer a
+        float* red = &s.a[0][0][0];
+        st4(red + fb.kk * LN_TILE + fb.x, cs);
+        __syncthreads();
+        if (t < LN_TILE)
+            for (int r = 0; r < LN_TK; ++r) colsum += red[r * LN_TILE + t];
         __syncthreads();
     }
 }
@@ -123,9 +166,12 @@ __device__ __forceinline__ void split_range(int K, int split, int splits, int& k
     k_end = min(K, (split + 1) * per * LN_TK);
 }
 
-// Split-K: returns true in exactly one block of the `splits` that share `counter` — the last to
-// finish — with v[] holding the totals summed in split order. `slot[i]` places v[i] in a slab of
-// `slab` floats; inactive threads hold nothing. Every thread of the block must call it.
+// Split-K: each split stores its partial sums; returns true in exactly one block of the `splits`
+// that share `counter` — the last to finish — with the totals summed in split order. Arrival is
+// counted after a fence, so the partials are in L2 before the last block reads them (with __ldcg,
+// past its own L1). Every thread of the block must call these.
+
+// One value per active thread (`slot` in a slab of `slab` floats); used for column sums.
 template <int COUNT>
 __device__ bool splitk_fixup(float (&v)[COUNT], const int (&slot)[COUNT], bool active, int slab, int split,
                              int splits, float* partials, unsigned int* counter) {
@@ -140,50 +186,146 @@ __device__ bool splitk_fixup(float (&v)[COUNT], const int (&slot)[COUNT], bool a
     __syncthreads();
     if (!is_last) return false;
     __threadfence();
-    if (active)
-        for (int i = 0; i < COUNT; ++i) {
-            float total = 0.f;
-            for (int sp = 0; sp < splits; ++sp) total += __ldcg(partials + (size_t)sp * slab + slot[i]);
-            v[i] = total;
+    if (active) {
+        float total[COUNT];
+        for (int i = 0; i < COUNT; ++i) total[i] = 0.f;
+        int sp = 0;
+        for (; sp + 4 <= splits; sp += 4) {  // 4·COUNT loads in flight, added in split order
+            float x[4][COUNT];
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                for (int i = 0; i < COUNT; ++i) x[q][i] = __ldcg(partials + (size_t)(sp + q) * slab + slot[i]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                for (int i = 0; i < COUNT; ++i) total[i] += x[q][i];
         }
+        for (; sp < splits; ++sp)
+            for (int i = 0; i < COUNT; ++i) total[i] += __ldcg(partials + (size_t)sp * slab + slot[i]);
+        for (int i = 0; i < COUNT; ++i) v[i] = total[i];
+    }
     if (threadIdx.x == 0) *counter = 0u;
     return true;
 }
 
-// One 64×64 output tile of C = A·B with K split `splits` ways; true in the block holding the
-// finished tile, whose thread owns acc[i][j] = C[m0 + t/16 + 16i][n0 + t%16 + 16j].
-template <class A, class B>
-__device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
-                            float* partials, unsigned int* counter, float (&acc)[4][4], GemmSmem& s) {
-    int k_begin, k_end;
-    split_range(K, split, splits, k_begin, k_end);
-    gemm_tile(a, b, M, N, k_begin, k_end, m0, n0, acc, s);
-    float v[16];
-    int slot[16];
-    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+// A 64×64 tile (thread t's 4×4 block, 16-byte stores and loads) and its column sums. Slab:
+// LN_SLAB floats per split, 16-byte aligned (partials must be).
+__device__ bool tile_fixup(float (&acc)[4][4], bool colsums, float& colsum, int split, int splits, float* partials,
+                           unsigned int* counter) {
+    __shared__ int is_last;
+    if (splits == 1) return true;
+    const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
+    float* mine = partials + (size_t)split * LN_SLAB;
     for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-            v[i * 4 + j] = acc[i][j];
-            slot[i * 4 + j] = (ty + 16 * i) * LN_TILE + tx + 16 * j;
+        st4(mine + (4 * ty + i) * LN_TILE + 4 * tx, make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+    if (colsums && t < LN_TILE) mine[LN_TILE * LN_TILE + t] = colsum;
+    __threadfence();
+    __syncthreads();
+    if (t == 0) is_last = atomicAdd(counter, 1u) == (unsigned int)(splits - 1);
+    __syncthreads();
+    if (!is_last) return false;
+    __threadfence();
+    float4 total[4];
+    for (int i = 0; i < 4; ++i) total[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    float ctotal = 0.f;
+    const bool mine_col = colsums && t < LN_TILE;
+    int sp = 0;
+    for (; sp + 4 <= splits; sp += 4) {  // 16 vector loads in flight, added in split order
+        float4 x[4][4];
+        float c[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float* p = partials + (size_t)(sp + q) * LN_SLAB;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) x[q][i] = ld4cg(p + (4 * ty + i) * LN_TILE + 4 * tx);
+            c[q] = mine_col ? __ldcg(p + LN_TILE * LN_TILE + t) : 0.f;
         }
-    const bool done = splitk_fixup(v, slot, true, LN_TILE * LN_TILE, split, splits, partials, counter);
-    for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] = v[i * 4 + j];
-    return done;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) add4(total[i], x[q][i]);
+            ctotal += c[q];
+        }
+    }
+    for (; sp < splits; ++sp) {
+        const float* p = partials + (size_t)sp * LN_SLAB;
+        for (int i = 0; i < 4; ++i) add4(total[i], ld4cg(p + (4 * ty + i) * LN_TILE + 4 * tx));
+        if (mine_col) ctotal += __ldcg(p + LN_TILE * LN_TILE + t);
+    }
+    for (int i = 0; i < 4; ++i) {
+        acc[i][0] = total[i].x;
+        acc[i][1] = total[i].y;
+        acc[i][2] = total[i].z;
+        acc[i][3] = total[i].w;
+    }
+    colsum = ctotal;
+    if (t == 0) *counter = 0u;
+    return true;
 }
 
-// out = Σ_{k in this split} f(k, n) for n = n0 + t (t < 64): 4 lanes of 64 columns walk the rows,
-// then fold. Returns true in the block holding the finished sums (thread t < 64 owns column n0+t).
+// One 64×64 output tile of C = A·B with K split `splits` ways; true in the block holding the
+// finished tile, whose thread owns acc[i][j] = C[m0 + 4·ty + i][n0 + 4·tx + j] (t = 16·ty + tx)
+// and, with `colsums`, thread t < 64 colsum = Σ_k B(k, n0 + t). partials: splits · LN_SLAB floats.
+template <class A, class B>
+__device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
+                            float* partials, unsigned int* counter, float (&acc)[4][4], bool colsums, float& colsum,
+                            GemmSmem& s) {
+    int k_begin, k_end;
+    split_range(K, split, splits, k_begin, k_end);
+    gemm_tile(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
+    return tile_fixup(acc, colsums, colsum, split, splits, partials, counter);
+}
+
+// The epilogue's view of thread t's 4×4 block of the tile at (m0, n0): row(i) = m0 + 4·ty + i,
+// col(j) = n0 + 4·tx + j.
+struct TileAt {
+    int m0, n0, tx, ty;
+    __device__ TileAt(int m0_, int n0_) : m0(m0_), n0(n0_), tx(threadIdx.x & 15), ty(threadIdx.x >> 4) {}
+    __device__ int m(int i) const { return m0 + 4 * ty + i; }
+    __device__ int n(int j) const { return n0 + 4 * tx + j; }
+};
+
+// Block x of a launch over tiles_m · tiles_n tiles (n fastest), each split `splits` ways.
+struct TileCoords : TileAt {
+    int tile, split;
+    __device__ TileCoords(int splits, int N)
+        : TileAt(((blockIdx.x / splits) / ((N + LN_TILE - 1) / LN_TILE)) * LN_TILE,
+                 ((blockIdx.x / splits) % ((N + LN_TILE - 1) / LN_TILE)) * LN_TILE),
+          tile(blockIdx.x / splits), split(blockIdx.x % splits) {}
+};
+
+// out[m·ld + n … n+3] = v[0 … 3] for the columns < N: one 16-byte store where aligned.
+__device__ __forceinline__ void store_row4(float* out, int ld, int m, int n, int N, const float (&v)[4]) {
+    float* q = out + (size_t)m * ld + n;
+    if (n + 3 < N && (ld & 3) == 0 && aligned16(q)) {
+        st4(q, make_float4(v[0], v[1], v[2], v[3]));
+        return;
+    }
+    for (int j = 0; j < 4; ++j)
+        if (n + j < N) q[j] = v[j];
+}
+
+// out = Σ_{k in this split} f(k, n) for n = n0 + t (t < 64): 4 lanes of 64 columns walk the rows
+// (8 loads in flight each, added in row order), then fold. Returns true in the block holding the
+// finished sums (thread t < 64 owns column n0+t). partials: splits · 64 floats.
 template <class F>
 __device__ bool colsum_splitk(const F& f, int N, int K, int n0, int split, int splits, float* partials,
                               unsigned int* counter, float& out) {
     __shared__ float fold[LN_THREADS];
     int k_begin, k_end;
     split_range(K, split, splits, k_begin, k_end);
-    const int col = threadIdx.x & 63, lane = threadIdx.x >> 6, n = n0 + col;
+    const int lanes = LN_THREADS / 64, col = threadIdx.x & 63, lane = threadIdx.x >> 6, n = n0 + col;
     float acc = 0.f;
-    if (n < N)
-        for (int k = k_begin + lane; k < k_end; k += LN_THREADS / 64) acc += f(k, n);
+    if (n < N) {
+        int k = k_begin + lane;
+        for (; k + 7 * lanes < k_end; k += 8 * lanes) {
+            float x[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) x[q] = f(k + q * lanes, n);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) acc += x[q];
+        }
+        for (; k < k_end; k += lanes) acc += f(k, n);
+    }
     fold[threadIdx.x] = acc;
     __syncthreads();
     float v[1] = {0.f};
@@ -201,8 +343,8 @@ __device__ bool colsum_splitk(const F& f, int N, int K, int n0, int split, int s
 // W(k, n) = W[k·N + n] ("x W", the forward) or, when transposed, W[n·K + k] ("∂y Wᵀ").
 // Threads are (group, column). A narrow N leaves several groups: they take different rows and,
 // when there are fewer rows than groups, different k ranges, whose partial sums meet in
-// `scratch` (256 floats of shared memory). Each thread issues 16 weight loads at a time, so L2
-// latency is paid once per 16 k, not once per k. `in` rows are read 4 floats at a time up to a
+// `scratch` (256 floats of shared memory). Each thread issues 16 weight loads at a time (four
+// 16-byte loads along a row in the transposed case), so L2 latency is paid once per 16 k. `in` rows are read 4 floats at a time up to a
 // multiple of 16: ldi must be a multiple of 16, `in` 16-byte aligned and its padding zero.
 // Ends with a barrier, so `out` is ready for every thread.
 #define LN_KCHUNK 16
@@ -214,6 +356,7 @@ __device__ void rows_matmul(const float* in, int ldi, int R, const float* W, int
     const int col = threadIdx.x % ncols, g = threadIdx.x / ncols;
     const int rg = g % row_groups, kg = g / row_groups;
     const bool working = g < row_groups * k_groups;
+    const bool vec_rows = (K & 3) == 0 && aligned16(W);  // transposed rows start 16-byte aligned
     const int kchunk = ((K + k_groups - 1) / k_groups + LN_KCHUNK - 1) & ~(LN_KCHUNK - 1);
     const int k_begin = min(K, kg * kchunk), k_end = min(K, k_begin + kchunk);
     for (int n0 = 0; n0 < N; n0 += ncols) {  // the same trip count for every thread: barriers inside
@@ -224,10 +367,22 @@ __device__ void rows_matmul(const float* in, int ldi, int R, const float* W, int
         if (active) {
             for (int k0 = k_begin; k0 < k_end; k0 += LN_KCHUNK) {
                 float w[LN_KCHUNK];
+                if (transposed && vec_rows && k0 + LN_KCHUNK <= k_end) {  // one weight row: 4 × 16 bytes
+                    const float* q = W + (size_t)n * K + k0;
 #pragma unroll
-                for (int q = 0; q < LN_KCHUNK; ++q) {
-                    const int k = k0 + q;
-                    w[q] = k < k_end ? (transposed ? W[(size_t)n * K + k] : W[(size_t)k * N + n]) : 0.f;
+                    for (int v = 0; v < LN_KCHUNK / 4; ++v) {
+                        const float4 x = ld4(q + 4 * v);
+                        w[4 * v] = x.x;
+                        w[4 * v + 1] = x.y;
+                        w[4 * v + 2] = x.z;
+                        w[4 * v + 3] = x.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int q = 0; q < LN_KCHUNK; ++q) {
+                        const int k = k0 + q;
+                        w[q] = k < k_end ? (transposed ? W[(size_t)n * K + k] : W[(size_t)k * N + n]) : 0.f;
+                    }
                 }
 #pragma unroll
                 for (int q = 0; q < LN_KCHUNK; q += 4)

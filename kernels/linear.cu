@@ -6,29 +6,15 @@
 //   linear_gelu_forward:     u = x W + b and a = GELU(u), both written (the backward needs u)
 //   linear_backward_input:   ∂x[b, i] = Σ_o ∂y[b, o] W[i, o]                  (∂y Wᵀ)
 //   linear_backward_weight:  ∂W[i, o] = Σ_b x[b, i] ∂y[b, o],  ∂b[o] = Σ_b ∂y[b, o]
-//                            — one product [xᵀ; 1ᵀ]·∂y whose extra row of ones yields ∂b.
+//                            — one product xᵀ·∂y; the blocks of the first tile row also sum ∂y's
+//                            columns from the loads they already make (gemm.cuh colsums) for ∂b.
 //
 // Launch: 256 threads; grid = tiles_m · tiles_n · splits with 64×64 tiles over the output
-// ((B, n_out), (B, n_in) or (n_in + 1, n_out)) and the reduction split `splits` ways (block x: tile
-// x / splits, split x % splits). scratch ≥ tiles·splits·4096 floats when splits > 1; counters ≥
+// ((B, n_out), (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile
+// x / splits, split x % splits). scratch ≥ tiles·splits·LN_SLAB floats when splits > 1; counters ≥
 // tiles zeroed unsigned ints, left zeroed. Limits: none on the sizes beyond int indexing.
 #include "common.cuh"
 #include "gemm.cuh"
-
-struct TileCoords {
-    int tile, split, m0, n0, tx, ty;
-    __device__ TileCoords(int splits, int N) {
-        tile = blockIdx.x / splits;
-        split = blockIdx.x % splits;
-        const int tiles_n = (N + LN_TILE - 1) / LN_TILE;
-        m0 = (tile / tiles_n) * LN_TILE;
-        n0 = (tile % tiles_n) * LN_TILE;
-        tx = threadIdx.x & 15;
-        ty = threadIdx.x >> 4;
-    }
-    __device__ int m(int i) const { return m0 + ty + 16 * i; }
-    __device__ int n(int j) const { return n0 + tx + 16 * j; }
-};
 
 // GELU or not, selected here once for both forward kernels.
 template <bool GELU>
@@ -36,19 +22,22 @@ __device__ void linear_forward_body(const float* x, const float* W, const float*
                                     int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
     __shared__ GemmSmem smem;
     const TileCoords tc(splits, n_out);
-    float acc[4][4];
+    float acc[4][4], unused;
     if (!gemm_splitk(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_TILE * LN_TILE, counters + tc.tile, acc, smem))
+                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
         return;
-    for (int i = 0; i < 4; ++i)
+    float b[4];
+    for (int j = 0; j < 4; ++j) b[j] = tc.n(j) < n_out ? bias[tc.n(j)] : 0.f;
+    for (int i = 0; i < 4; ++i) {
+        if (tc.m(i) >= B) continue;
+        float v[4], g[4];
         for (int j = 0; j < 4; ++j) {
-            const int m = tc.m(i), n = tc.n(j);
-            if (m < B && n < n_out) {
-                const float v = acc[i][j] + bias[n];
-                u[(size_t)m * n_out + n] = v;
-                if (GELU) a[(size_t)m * n_out + n] = gelu_value(v);
-            }
+            v[j] = acc[i][j] + b[j];
+            g[j] = GELU ? gelu_value(v[j]) : 0.f;
         }
+        store_row4(u, n_out, tc.m(i), tc.n(0), n_out, v);
+        if (GELU) store_row4(a, n_out, tc.m(i), tc.n(0), n_out, g);
+    }
 }
 
 extern "C" __global__ void linear_forward(const float* x, const float* W, const float* bias, float* y, int B, int n_in,
@@ -66,16 +55,13 @@ extern "C" __global__ void linear_backward_input(const float* dy, const float* W
                                                  int splits, float* scratch, unsigned int* counters) {
     __shared__ GemmSmem smem;
     const TileCoords tc(splits, n_in);
-    float acc[4][4];
+    float acc[4][4], unused;
     // B operand (k = o, n = i) is W[i, o]: W read as a transposed view.
     if (!gemm_splitk(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_TILE * LN_TILE, counters + tc.tile, acc, smem))
+                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
         return;
     for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-            const int m = tc.m(i), n = tc.n(j);
-            if (m < B && n < n_in) dx[(size_t)m * n_in + n] = acc[i][j];
-        }
+        if (tc.m(i) < B) store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
 }
 
 extern "C" __global__ void linear_backward_weight(const float* x, const float* dy, float* dW, float* db, int B,
@@ -83,16 +69,13 @@ extern "C" __global__ void linear_backward_weight(const float* x, const float* d
                                                   unsigned int* counters) {
     __shared__ GemmSmem smem;
     const TileCoords tc(splits, n_out);
-    float acc[4][4];
-    const OnesRow<Mat<false> > xt = {Mat<false>{x, n_in}, n_in};  // A(i, b) = x[b, i]; row n_in is ones
-    if (!gemm_splitk(xt, Mat<true>{dy, n_out}, n_in + 1, n_out, B, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_TILE * LN_TILE, counters + tc.tile, acc, smem))
+    const bool bias_row = tc.m0 == 0;  // the first tile row also sums ∂y's columns: ∂b
+    float acc[4][4], db_sum;
+    // A(i, b) = x[b, i]: x read as a transposed view.
+    if (!gemm_splitk(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0, tc.split, splits,
+                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, bias_row, db_sum, smem))
         return;
     for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-            const int m = tc.m(i), n = tc.n(j);
-            if (n >= n_out) continue;
-            if (m < n_in) dW[(size_t)m * n_out + n] = acc[i][j];
-            else if (m == n_in) db[n] = acc[i][j];
-        }
+        if (tc.m(i) < n_in) store_row4(dW, n_out, tc.m(i), tc.n(0), n_out, acc[i]);
+    if (bias_row && threadIdx.x < LN_TILE && tc.n0 + (int)threadIdx.x < n_out) db[tc.n0 + threadIdx.x] = db_sum;
 }

@@ -16,7 +16,7 @@ import numpy as np
 from litenet.model import ModelConfig, param_layout, param_views
 from litenet.train import reference as ref
 from litenet.train.cuda.check import compare
-from litenet.train.cuda.geometry import weight_grad_jobs
+from litenet.train.cuda.geometry import SLAB, weight_grad_jobs
 from litenet.train.cuda.layout import StatsLayout, param_offsets
 
 i32, f32 = np.int32, np.float32
@@ -76,7 +76,7 @@ def _nan(r, shape):
     return r.put(np.full(shape, np.nan, f32))
 
 
-def _splitk(r, tiles, splits, slab=4096):
+def _splitk(r, tiles, splits, slab=SLAB):
     return r.put(np.zeros(max(tiles * splits * slab, 1), f32)), r.put(np.zeros(tiles, np.uint32))
 
 
@@ -98,25 +98,37 @@ def _flipped(images, index, flip):
 
 # -- the cases ---------------------------------------------------------------------------------------
 
-@case("embed_forward", "embed_backward")
-def _embed(r, rng, name, B, d, embed="channel-sum", shift=0.0, splits=1):
+@case("embed_inputs", "embed_forward", "embed_forward_rows", "embed_backward")
+def _embed(r, rng, name, B, d=1, embed="channel-sum", shift=0.0, splits=1, rows=1, parts=1):
     N, K = B + 5, 1024 if embed == "channel-sum" else 3072
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
     batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
     x = _flipped(images, index, flip)
     W = (rng.standard_normal((K, d)) / np.sqrt(K)).astype(f32)
-    common = (r.put(images), batches, flips, ctr, i32(embed == "full"), f32(shift))
+    pixels = (r.put(images), batches, flips, ctr, i32(embed == "full"), f32(shift))
+    s64 = ref.embed_inputs(ref.pixels_to_float(x, np.float64), embed, shift)
+    if name == "embed_inputs":
+        S = _nan(r, (B, K))
+        r.launch(name, max(1, B - 2), pixels + (S, i32(B)))  # fewer blocks than images: the grid strides
+        return {"S": S}, {"S": s64}, {"S": 3}, None
+    if name == "embed_forward_rows":
+        S, out = _nan(r, (B, K)), _nan(r, (B, d))
+        r.launch(name, math.ceil(B / rows) * parts, pixels + (r.put(W), out, S, i32(B), i32(K), i32(d), i32(rows),
+                                                              i32(parts)), shared=rows * K * 4)
+        want = ref.embed_forward(x, W.astype(np.float64), embed, shift)
+        return {"h0": out, "S": S}, {"h0": want, "S": s64}, {"h0": 3 * K, "S": 3}, None
+    S = r.put(ref.embed_inputs(ref.pixels_to_float(x, f32), embed, f32(shift)).astype(f32))
     if name == "embed_forward":
         tiles = _tiles(B, d)
         scratch, counters = _splitk(r, tiles, splits)
         out = _nan(r, (B, d))
-        r.launch(name, tiles * splits, common + (r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+        r.launch(name, tiles * splits, (S, r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
         return {"h0": out}, {"h0": ref.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
     dh = rng.standard_normal((B, d)).astype(f32)
     tiles = _tiles(K, d)
     scratch, counters = _splitk(r, tiles, splits)
     out = _nan(r, (K, d))
-    r.launch(name, tiles * splits, common + (r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+    r.launch(name, tiles * splits, (S, r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
     want = ref.embed_backward(dh.astype(np.float64), x, W.astype(np.float64), embed, shift)[0]
     return {"∂We": out}, {"∂We": want}, {"∂We": 3 * B}, counters
 
@@ -146,7 +158,7 @@ def _linear(r, rng, name, B, n_in, n_out, splits=1):
         r.launch(name, tiles * splits, (r.put(dy), r.put(W), dx, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
                                         counters))
         return {"∂x": dx}, {"∂x": dx_ref}, {"∂x": n_out}, counters
-    tiles = _tiles(n_in + 1, n_out)
+    tiles = _tiles(n_in, n_out)
     scratch, counters = _splitk(r, tiles, splits)
     dW, db = _nan(r, (n_in, n_out)), _nan(r, (n_out,))
     r.launch(name, tiles * splits, (r.put(x), r.put(dy), dW, db, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
@@ -330,7 +342,9 @@ def _fused_weight_grads(r, rng, name, B, d, H, blocks=1, C=10, embed="channel-su
     jobs, scratch_n, counters_n = weight_grad_jobs(model, B, sm_count)
     N = B + 4
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
-    batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
+    _, _, ctr, index, flip = _schedule(r, rng, N, B)
+    x = _flipped(images, index, flip)
+    S = ref.embed_inputs(ref.pixels_to_float(x, f32), embed, f32(0.0)).astype(f32)  # as embed_inputs writes it
     saved = {"X": (L + 1, B, d), "A": (L, B, H), "U": (L, B, H), "DS": (L, B, d), "DY": (L, B, d), "NRM": (L, B, d),
              "Z": (B, C), "DH0": (B, d)}
     host = {k: rng.standard_normal(s).astype(f32) for k, s in saved.items()}
@@ -341,12 +355,11 @@ def _fused_weight_grads(r, rng, name, B, d, H, blocks=1, C=10, embed="channel-su
     counters = r.put(np.zeros(counters_n, np.uint32))
     dev = {k: r.put(host[k]) for k in saved}
     r.launch(name, len(jobs), (r.put(jobs), grads, r.put(param_offsets(model)), dev["X"], dev["A"], dev["U"], dev["DS"],
-                               dev["DY"], dev["NRM"], dev["Z"], dev["DH0"], r.put(images), batches, flips, ctr,
-                               i32(embed == "full"), f32(0.0), r.put(np.zeros(scratch_n, f32)), counters, stats,
-                               i32(st.width), i32(B), i32(K), i32(d), i32(H), i32(C), i32(L)))
+                               dev["DY"], dev["NRM"], dev["Z"], dev["DH0"], r.put(S), ctr,
+                               r.put(np.zeros(scratch_n, f32)), counters, stats, i32(st.width), i32(B), i32(K), i32(d),
+                               i32(H), i32(C), i32(L)))
     p64 = param_views(np.zeros(P), model)
-    want = ref.fused_weight_grads({k: v.astype(np.float64) for k, v in host.items()}, _flipped(images, index, flip), p64,
-                                  L, embed)
+    want = ref.fused_weight_grads({k: v.astype(np.float64) for k, v in host.items()}, x, p64, L, embed)
     flat = np.concatenate([want[s.name].ravel() for s in param_layout(model)])
     stats_want = np.zeros((2, st.width))
     stats_want[1, st.grad_sq:st.path] = [float(np.vdot(want[s.name], want[s.name])) for s in param_layout(model)]

@@ -1,22 +1,37 @@
 """The shapes every kernel is tested at, CPU emulator and GPU alike: odd sizes, sizes just past a
-tile (64) or a block (256), one row, and split reductions — never only multiples of a block."""
+tile (64) or a block (256), one row, and split reductions — never only multiples of a block —
+and sizes whose rows are 16-byte aligned, so the vector (float4) paths and their ragged edges
+run too."""
 
 KERNEL_SHAPES = [
+    ("embed_inputs", dict(B=7)),
+    ("embed_inputs", dict(B=3, embed="full", shift=0.5)),
+    ("embed_forward_rows", dict(B=5, d=20, rows=2)),
+    ("embed_forward_rows", dict(B=9, d=64, rows=1, parts=2)),
+    ("embed_forward_rows", dict(B=7, d=66, embed="full", shift=0.5, rows=3, parts=2)),
+    ("embed_forward_rows", dict(B=3, d=7, rows=4)),
+    ("embed_forward_rows", dict(B=4, d=36, rows=1, parts=4)),
     ("embed_forward", dict(B=5, d=20)),
     ("embed_forward", dict(B=70, d=65, embed="full", shift=0.5, splits=3)),
     ("embed_forward", dict(B=1, d=3, splits=7)),
+    ("embed_forward", dict(B=70, d=64, splits=5)),
     ("embed_backward", dict(B=37, d=20, splits=2)),
     ("embed_backward", dict(B=9, d=66, embed="full", shift=0.25)),
+    ("embed_backward", dict(B=68, d=64, splits=3)),
     ("linear_forward", dict(B=37, n_in=65, n_out=10)),
     ("linear_forward", dict(B=130, n_in=3, n_out=129, splits=1)),
     ("linear_forward", dict(B=1, n_in=300, n_out=7, splits=4)),
+    ("linear_forward", dict(B=70, n_in=36, n_out=68, splits=2)),
     ("linear_gelu_forward", dict(B=70, n_in=50, n_out=257)),
     ("linear_gelu_forward", dict(B=3, n_in=200, n_out=33, splits=3)),
+    ("linear_gelu_forward", dict(B=66, n_in=64, n_out=132, splits=2)),
     ("linear_backward_input", dict(B=37, n_in=65, n_out=10)),
     ("linear_backward_input", dict(B=100, n_in=17, n_out=300, splits=5)),
+    ("linear_backward_input", dict(B=70, n_in=68, n_out=40, splits=2)),
     ("linear_backward_weight", dict(B=37, n_in=65, n_out=10)),
     ("linear_backward_weight", dict(B=300, n_in=63, n_out=70, splits=4)),
     ("linear_backward_weight", dict(B=1, n_in=5, n_out=3)),
+    ("linear_backward_weight", dict(B=150, n_in=68, n_out=132, splits=6)),
     ("gelu_forward", dict(n=1000)),
     ("gelu_forward", dict(n=7, grid=1)),
     ("gelu_backward", dict(n=1000)),
@@ -46,6 +61,7 @@ KERNEL_SHAPES = [
     ("fused_rows", dict(B=20, d=12, H=300, rows=16, C=10)),
     ("fused_weight_grads", dict(B=13, d=16, H=40)),
     ("fused_weight_grads", dict(B=300, d=20, H=70, blocks=2, embed="full", sm_count=16)),
+    ("fused_weight_grads", dict(B=130, d=64, H=128, C=12, sm_count=8)),
 ]
 
 

@@ -21,12 +21,13 @@ def pair(model, train, plan, dtype=np.float32, **options):
     return backend_pair(model, train, plan, EmuDevice(), dtype=dtype, **options)
 
 
-@pytest.mark.parametrize("plan", ["fused", "ops"])
+@pytest.mark.parametrize("plan,embed", [("fused", "rows"), ("fused", "tiles"), ("ops", "rows"), ("ops", "tiles")])
 @pytest.mark.parametrize("model,loss", [(SMALL, "margin"), (FULL, "cross-entropy")])
-def test_one_step_equals_reference(model, loss, plan):
-    """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy."""
+def test_one_step_equals_reference(model, loss, plan, embed):
+    """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy, with
+    each version of the embedding."""
     train = TrainConfig(batch_size=12, loss=loss)
-    cuda, ref = pair(model, train, plan, dtype=np.float64)
+    cuda, ref = pair(model, train, plan, dtype=np.float64, embed=embed)
     compare_one_step(cuda, ref, model, 12)
 
 
@@ -77,10 +78,11 @@ def test_check_kernels_names_the_wrong_kernel(plan, kernel, buffer):
         cuda.train_steps(*schedule(1, 40, 12))
 
 
-def test_check_kernels_passes_and_reports():
-    cuda, _ = pair(SMALL, TRAIN, "ops", check_kernels=1)
+@pytest.mark.parametrize("embed", ["rows", "tiles"])
+def test_check_kernels_passes_and_reports(embed):
+    cuda, _ = pair(SMALL, TRAIN, "ops", check_kernels=1, embed=embed)
     cuda.train_steps(*schedule(2, 40, 12))
-    assert "sgd_momentum_update" in cuda.check_report
+    assert "sgd_clip_update" in cuda.check_report
     assert max(max(v.values()) for v in cuda.check_report.values()) <= 1.0
 
 

@@ -20,9 +20,13 @@ WIDE = ModelConfig(embed="full", width=256, hidden=512, blocks=2)
 
 # The presets' own sizes (B = 64 … 4096), where split-K, many tiles and full SMs really happen.
 REAL_SHAPES = [
+    ("embed_inputs", dict(B=4096, embed="full", shift=0.5)),
+    ("embed_forward_rows", dict(B=64, d=64, rows=1, parts=2)),
+    ("embed_forward_rows", dict(B=512, d=64, rows=3)),
     ("embed_forward", dict(B=64, d=64, splits=16)),
     ("embed_forward", dict(B=4096, d=256, embed="full", splits=1)),
     ("embed_backward", dict(B=4096, d=64, splits=32)),
+    ("linear_backward_weight", dict(B=4096, n_in=64, n_out=256, splits=16)),
     ("linear_gelu_forward", dict(B=4096, n_in=256, n_out=512)),
     ("linear_backward_weight", dict(B=4096, n_in=512, n_out=256, splits=8)),
     ("linear_backward_input", dict(B=4096, n_in=256, n_out=512)),
@@ -46,11 +50,11 @@ def _device():
     return CupyDevice()
 
 
-@pytest.mark.parametrize("plan", ["fused", "ops"])
+@pytest.mark.parametrize("plan,embed", [("fused", "auto"), ("ops", "auto"), ("fused", "tiles"), ("ops", "rows")])
 @pytest.mark.parametrize("model", [SEED.model, WIDE], ids=["seed", "wide"])
-def test_one_step_equals_reference_on_gpu(model, plan):
+def test_one_step_equals_reference_on_gpu(model, plan, embed):
     train = TrainConfig(batch_size=64)
-    cuda, ref = backend_pair(model, train, plan, _device(), dtype=np.float64, n=256)
+    cuda, ref = backend_pair(model, train, plan, _device(), dtype=np.float64, n=256, embed=embed)
     compare_one_step(cuda, ref, model, 64, n=256)
 
 

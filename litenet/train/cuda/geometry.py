@@ -1,5 +1,6 @@
-"""Launch shapes: how each product is cut into 64×64 tiles and K splits, the fused kernel's rows
-per block, the weight-gradient job table, and the choice between the two step plans.
+"""Launch shapes: how each product is cut into 64×64 tiles and K splits, the embedding's version
+and rows per block, the fused kernel's rows per block, the weight-gradient job table, and the
+choice between the two step plans.
 
 Pure arithmetic on the model and batch size (no device needed), so the arena can be sized
 before anything is allocated and the tests can check the plans on the CPU.
@@ -15,7 +16,9 @@ import numpy as np
 from litenet.model import ModelConfig
 
 TILE = 64
+SLAB = TILE * TILE + TILE  # floats per split-K partial: the tile and its column sums (gemm.cuh LN_SLAB)
 THREADS = 256
+SPLITS_MAX = 16  # the last block of a tile reads every split's 16 KiB partial: keep that under 256 KiB
 SMEM_LIMIT = 48 * 1024  # static + dynamic shared memory every CUDA GPU grants without opting in
 ROWS_MAX = 16  # kernels/gemm.cuh LN_ROWS_MAX
 JOB_EMBED, JOB_FC1, JOB_FC2, JOB_HEAD, JOB_LAYERNORM = range(5)  # kernels/fused_weight_grads.cu
@@ -23,9 +26,12 @@ JOB_EMBED, JOB_FC1, JOB_FC2, JOB_HEAD, JOB_LAYERNORM = range(5)  # kernels/fused
 
 def choose_splits(tiles: int, K: int, sm_count: int, share: float = 1.0) -> int:
     """Split the reduction until the launch has about two blocks per multiprocessor (its `share`
-    of them), keeping at least 64 values of K per split so each block still has work."""
+    of them), keeping at least 64 values of K per split so each block still has work, and at most
+    SPLITS_MAX splits: the last block of a tile sums every split's partial tile alone, so many
+    splits turn into one long serial read (H200, 2026-12-02: 33 splits of a 64×64 tile cost more
+    than the product)."""
     want = math.ceil(2 * sm_count * share / max(tiles, 1))
-    return int(max(1, min(want, K // 64, 64)))
+    return int(max(1, min(want, K // 64, SPLITS_MAX)))
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class Gemm:
 
     @property
     def scratch(self) -> int:
-        return self.tiles * self.splits * TILE * TILE if self.splits > 1 else 0
+        return self.tiles * self.splits * SLAB if self.splits > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -74,17 +80,19 @@ class ColSum:
 class Geometry:
     """Every launch shape of one model at one batch size on a GPU with `sm_count` multiprocessors."""
 
-    def __init__(self, model: ModelConfig, batch: int, sm_count: int):
+    def __init__(self, model: ModelConfig, batch: int, sm_count: int, embed: str = "auto"):
         B, d, H, C, K = batch, model.width, model.hidden, model.classes, model.embed_inputs
         self.model, self.batch, self.sm_count = model, batch, sm_count
         g = lambda M, N, K_: Gemm.plan(M, N, K_, sm_count)  # noqa: E731
-        self.gemms = {
+        self.gemms = {  # ∂W products also give ∂b (the first tile row sums ∂y's columns)
             "embed_forward": g(B, d, K), "embed_backward": g(K, d, B),
             "fc1_forward": g(B, H, d), "fc2_forward": g(B, d, H), "head_forward": g(B, C, d),
-            "head_backward_weight": g(d + 1, C, B), "head_backward_input": g(B, d, C),
-            "fc2_backward_weight": g(H + 1, d, B), "fc2_backward_input": g(B, H, d),
-            "fc1_backward_weight": g(d + 1, H, B), "fc1_backward_input": g(B, d, H),
+            "head_backward_weight": g(d, C, B), "head_backward_input": g(B, d, C),
+            "fc2_backward_weight": g(H, d, B), "fc2_backward_input": g(B, H, d),
+            "fc1_backward_weight": g(d, H, B), "fc1_backward_input": g(B, d, H),
         }
+        self.embed_rows, self.embed_parts, self.embed_smem = embed_rows_shape(model, batch, sm_count)
+        self.embed_variant = choose_embed(model, batch, self.embed_rows) if embed == "auto" else embed
         ln = ColSum(2 * d, B, 1)
         self.layernorm_grads = ColSum(ln.N, B, choose_splits(ln.tiles, B, sm_count, 0.5))
         self.row_blocks = math.ceil(B / (THREADS // 32))  # one warp per row
@@ -96,6 +104,35 @@ class Geometry:
     @property
     def fused_ok(self) -> bool:
         return self.rows > 0
+
+
+EMBED_ROWS_MAX = 8  # kernels/embed.cu LN_EMBED_ROWS_MAX
+EMBED_ROWS_WEIGHT_BYTES = 512 * 1024
+EMBED_ROWS_MAX_BATCH = 1024
+
+
+def embed_rows_shape(model: ModelConfig, batch: int, sm_count: int) -> tuple[int, int, int]:
+    """(images per block, column parts, dynamic shared-memory bytes) of embed_forward_rows.
+
+    About one block per multiprocessor: a few images per block once the batch outgrows the
+    multiprocessors (each block reads all of We, so fewer blocks read it fewer times), the columns
+    split over 2 or 4 blocks while it does not (halving what each block reads and waits for)."""
+    K, d = model.embed_inputs, model.width
+    rows = max(1, min(EMBED_ROWS_MAX, batch // max(sm_count, 1), SMEM_LIMIT // (4 * K)))
+    blocks = math.ceil(batch / rows)
+    parts = max(math.ceil(d / 1024), 1)  # at most 256 column quads per block
+    while parts < 4 and blocks * parts * 2 <= sm_count and math.ceil(d / (parts * 2)) >= 16:
+        parts *= 2
+    return rows, parts, rows * K * 4
+
+
+def choose_embed(model: ModelConfig, batch: int, rows: int) -> str:
+    """"rows" (embed_forward_rows: s in shared memory, We streamed per block, no split-K) for small
+    batches and a small We; "tiles" (embed_inputs, then 64×64-tile products over S) otherwise.
+    Every block of the rows version reads all of We, which is cheap for the seed's 256 KiB at a
+    batch of 64 and ruinous for litenet-base's 3 MiB."""
+    weight = 4 * model.embed_inputs * model.width
+    return "rows" if weight <= EMBED_ROWS_WEIGHT_BYTES and batch <= EMBED_ROWS_MAX_BATCH and rows > 0 else "tiles"
 
 
 def fused_rows_shape(model: ModelConfig, batch: int, sm_count: int) -> tuple[int, int]:
@@ -120,15 +157,15 @@ def weight_grad_jobs(model: ModelConfig, batch: int, sm_count: int):
     B, d, H, C, K, L = batch, model.width, model.hidden, model.classes, model.embed_inputs, model.blocks
     products = [(JOB_EMBED, 0, K, d, 0)]
     for i in range(L):
-        products += [(JOB_FC1, i, d + 1, H, 1 + 6 * i), (JOB_FC2, i, H + 1, d, 3 + 6 * i),
+        products += [(JOB_FC1, i, d, H, 1 + 6 * i), (JOB_FC2, i, H, d, 3 + 6 * i),
                      (JOB_LAYERNORM, i, 1, 2 * d, 5 + 6 * i)]
-    products.append((JOB_HEAD, L, d + 1, C, 1 + 6 * L))
+    products.append((JOB_HEAD, L, d, C, 1 + 6 * L))
     work = [M * N * B for _, _, M, N, _ in products]
     rows, scratch, tile_id = [], 0, 0
     for (kind, layer, M, N, tensor), w in zip(products, work):
         tiles_m, tiles_n = math.ceil(M / TILE), math.ceil(N / TILE)
         splits = choose_splits(tiles_m * tiles_n, B, sm_count, w / sum(work))
-        slab = TILE if kind == JOB_LAYERNORM else TILE * TILE
+        slab = TILE if kind == JOB_LAYERNORM else SLAB
         for tm in range(tiles_m):
             for tn in range(tiles_n):
                 offset = scratch

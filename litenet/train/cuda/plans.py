@@ -1,8 +1,10 @@
 """A training step as a list of kernel launches over the arena, in two versions chosen in one
 place (geometry.choose_plan):
 
-  "fused"  embed_forward → fused_rows → fused_weight_grads → sgd_clip_update     (4 launches)
-  "ops"    one launch per operation of the reference network (about 16 + 7·blocks launches)
+  "fused"  embed → fused_rows → fused_weight_grads → sgd_clip_update     (4 or 5 launches)
+  "ops"    one launch per operation of the reference network (about 15 + 7·blocks launches)
+
+where "embed" is embed_forward_rows, or embed_inputs + embed_forward (geometry.embed_variant),
 
 plus the forward alone for evaluation. Every launch reads its per-step inputs (batch indices,
 flips, learning rate, statistics row) through the device step counter, so the list is captured
@@ -50,6 +52,7 @@ def arena_plan(model: ModelConfig, geometry: Geometry, plan: str, capacity: int)
     a.add("stats", (capacity, W), f32, "one statistics row per step until fetch_stats")
     a.add("scratch", (geometry.scratch,), f32, "split-K partial tiles, consumed within each launch")
     a.add("counters", (geometry.counters,), np.uint32, "split-K arrival counts, always left at zero")
+    a.add("S", (B, model.embed_inputs), f32, "s(x): the batch's embedding input rows (h0 and ∂We read them)")
     a.add("X", (L + 1, B, d), f32, "block inputs: X[0] = h0, X[i+1] = block i's output")
     a.add("U", (L, B, H), f32, "fc1's output u" + (", then ∂u in place" if plan == "fused" else ""))
     a.add("A", (L, B, H), f32, "GELU(u)")
@@ -103,13 +106,24 @@ class Plans:
     def _elementwise_grid(self, n: int) -> int:
         return max(1, min(math.ceil(n / THREADS), 4 * self.g.sm_count))
 
-    def _embed_forward(self, images, batches, flips, ctr, check=True) -> Launch:
+    def _vector_grid(self, n: int) -> int:
+        """Four elements per thread (sgd.cu): one pass for up to 4 blocks per multiprocessor."""
+        return max(1, min(math.ceil(n / (4 * THREADS)), 4 * self.g.sm_count))
+
+    def _embed_forward(self, images, batches, flips, ctr, check=True) -> list[Launch]:
+        """h0 = s(x)·We into X[0], and s(x) into S, in the version geometry.embed_variant names."""
         B, d, _, _, K, _ = self._dims()
+        v, g, tw = self.v, self.g, self.tw
+        pixels = (images, batches, flips, ctr, i32(self.m.embed == "full"), f32(self.m.input_shift))
+        out, W = v["X"][0], self.pv["embed.weight"]
+        if g.embed_variant == "rows":
+            args = pixels + (W, out, v["S"], i32(B), i32(K), i32(d), i32(g.embed_rows), i32(g.embed_parts))
+            return [Launch("embed_forward_rows", math.ceil(B / g.embed_rows) * g.embed_parts, args, g.embed_smem,
+                           check=tw.embed_forward_rows(out) if check else None)]
         gm, sk = self._splitk("embed_forward")
-        out = self.v["X"][0]
-        args = (images, batches, flips, ctr, i32(self.m.embed == "full"), f32(self.m.input_shift), self.pv["embed.weight"],
-                out, i32(B), i32(K), i32(d)) + sk
-        return Launch("embed_forward", gm.grid, args, check=self.tw.embed_forward(out) if check else None)
+        return [Launch("embed_inputs", B, pixels + (v["S"], i32(B)), check=tw.embed_inputs() if check else None),
+                Launch("embed_forward", gm.grid, (v["S"], W, out, i32(B), i32(K), i32(d)) + sk,
+                       check=tw.embed_forward(out) if check else None)]
 
     def _linear(self, kernel, gemm, x, w, b, outs, n_in, n_out, check) -> Launch:
         gm, sk = self._splitk(gemm)
@@ -143,7 +157,7 @@ class Plans:
     def eval_forward(self) -> list[Launch]:
         """Logits of the images in eval_images (no checks: evaluation is not a training step)."""
         v = self.v
-        out = [self._embed_forward(v["eval_images"], v["eval_index"], v["eval_flips"], v["eval_ctr"], check=False)]
+        out = self._embed_forward(v["eval_images"], v["eval_index"], v["eval_flips"], v["eval_ctr"], check=False)
         for i in range(self.m.blocks):
             out += self._block_forward(i, check=False)
         return out + [self._head_forward(check=False)]
@@ -156,17 +170,20 @@ class Plans:
                 i32(d), i32(H), i32(C), i32(L), i32(self.g.rows), i32(0 if t.loss == "margin" else 1),
                 f32(t.margin), f32(self.m.ln_eps))
         grads = (v["jobs"], v["grads"], v["layout"], v["X"], v["A"], v["U"], v["DS"], v["DY"], v["NRM"], v["Z"],
-                 v["DH0"], self.images, v["batches"], v["flips"], v["ctr"], i32(self.m.embed == "full"),
-                 f32(self.m.input_shift), v["scratch"], v["counters"], v["stats"], i32(st.width), i32(B), i32(K),
+                 v["DH0"], v["S"], v["ctr"], v["scratch"], v["counters"], v["stats"], i32(st.width), i32(B), i32(K),
                  i32(d), i32(H), i32(C), i32(L))
-        update = (v["params"], v["velocity"], v["grads"], i32(self.P), i32(self.T), v["lrs"], v["ctr"], v["stats"],
-                  i32(st.width), f32(t.clip_threshold), f32(t.clip_norm), f32(t.momentum), f32(t.weight_decay))
-        return [
-            self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"]),
+        return self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"]) + [
             Launch("fused_rows", math.ceil(B / self.g.rows), rows, self.g.fused_smem, self.tw.fused_rows()),
             Launch("fused_weight_grads", len(self.g.jobs), grads, check=self.tw.fused_weight_grads()),
-            Launch("sgd_clip_update", self._elementwise_grid(self.P), update, check=self.tw.sgd_clip_update()),
+            self._update(),
         ]
+
+    def _update(self) -> Launch:
+        """Clip and SGD in one launch (the clip rule reads the ‖g_t‖² already in the statistics row)."""
+        v, t, st = self.v, self.t, self.stats
+        update = (v["params"], v["velocity"], v["grads"], i32(self.P), i32(self.T), v["lrs"], v["ctr"], v["stats"],
+                  i32(st.width), f32(t.clip_threshold), f32(t.clip_norm), f32(t.momentum), f32(t.weight_decay))
+        return Launch("sgd_clip_update", self._vector_grid(self.P), update, check=self.tw.sgd_clip_update())
 
     def ops_step(self) -> list[Launch]:
         B, d, H, C, K, L = self._dims()
@@ -174,7 +191,7 @@ class Plans:
         loss_grid = math.ceil(B / THREADS)
         margin = (f32(t.margin),) if t.loss == "margin" else ()
         kind = "margin_loss" if t.loss == "margin" else "cross_entropy"
-        out = [self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"])]
+        out = self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"])
         for i in range(L):
             out += self._block_forward(i)
         out.append(self._head_forward())
@@ -202,19 +219,12 @@ class Plans:
                               (v["G2"], v["G3"], v["G1"], i32(B * d), v["ctr"], v["stats"], i32(st.width),
                                i32(st.path + 3 * i)), check=tw.residual_join(i)))
         gm, sk = self._splitk("embed_backward")
-        out.append(Launch("embed_backward", gm.grid, (self.images, v["batches"], v["flips"], v["ctr"],
-                                                      i32(self.m.embed == "full"), f32(self.m.input_shift), v["G1"],
-                                                      gv["embed.weight"], i32(B), i32(K), i32(d)) + sk,
+        out.append(Launch("embed_backward", gm.grid, (v["S"], v["G1"], gv["embed.weight"], i32(B), i32(K), i32(d)) + sk,
                           check=tw.embed_backward()))
         out.append(Launch("grad_norm_sq", math.ceil(self.P / 4096), (v["grads"], v["layout"], i32(self.T), v["ctr"],
                                                                      v["stats"], i32(st.width)),
                           check=tw.grad_norm_sq()))
-        out.append(Launch("grad_norm_clip", self._elementwise_grid(self.P),
-                          (v["grads"], i32(self.P), i32(self.T), v["ctr"], v["stats"], i32(st.width),
-                           f32(t.clip_threshold), f32(t.clip_norm)), check=tw.grad_norm_clip()))
-        out.append(Launch("sgd_momentum_update", self._elementwise_grid(self.P),
-                          (v["params"], v["velocity"], v["grads"], i32(self.P), v["lrs"], v["ctr"], f32(t.momentum),
-                           f32(t.weight_decay)), check=tw.sgd_momentum_update()))
+        out.append(self._update())
         return out
 
     def _backward_weight(self, gemm, x, dy, w, b, n_in, n_out) -> Launch:

@@ -40,11 +40,26 @@ class Twins:
 
     # -- one builder per kernel ----------------------------------------------------------------------
 
+    def _inputs(self, inp) -> np.ndarray:
+        """s(x) of the batch in float64 (what embed_inputs / embed_forward_rows write to S)."""
+        return ref.embed_inputs(ref.pixels_to_float(self._images(inp), np.float64), self.m.embed, self.m.input_shift)
+
+    def embed_inputs(self) -> Check:
+        # S sums at most 3 rounded values (a colour sum), each a rounded x/255 − shift
+        return Check(self._batch(), {"S": self.v["S"]}, lambda i, pos: {"S": self._inputs(i)}, {"S": 3})
+
     def embed_forward(self, out) -> Check:
         m = self.m
         return Check({"W": self.pv["embed.weight"], **self._batch()}, {"h0": out},
                      lambda i, pos: {"h0": ref.embed_forward(self._images(i), i["W"], m.embed, m.input_shift)},
                      {"h0": 3 * m.embed_inputs})
+
+    def embed_forward_rows(self, out) -> Check:
+        m = self.m
+        def twin(i, pos):
+            return {"h0": ref.embed_forward(self._images(i), i["W"], m.embed, m.input_shift), "S": self._inputs(i)}
+        return Check({"W": self.pv["embed.weight"], **self._batch()}, {"h0": out, "S": self.v["S"]}, twin,
+                     {"h0": 3 * m.embed_inputs, "S": 3})
 
     def embed_backward(self) -> Check:
         m = self.m

@@ -5,7 +5,8 @@
 // every live thread of the block, warp shuffles for every live lane of the warp (through a slot
 // per lane); a barrier that can never be met (divergent __syncthreads) aborts with a message.
 // Dynamic shared memory is filled with NaN before each block, so reads of unwritten shared
-// memory poison the result. Only the CUDA subset LiteNet's kernels use is defined.
+// memory poison the result. Vector accesses are checked for the alignment a GPU needs.
+// Only the CUDA subset LiteNet's kernels use is defined.
 #pragma once
 #define LITENET_EMULATOR 1
 
@@ -159,6 +160,16 @@ void launch(void (*f)(A...), const unsigned* dims, size_t smem_bytes, void** arg
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
 #define LN_DYNAMIC_SMEM(T, name) T* name = reinterpret_cast<T*>(emu::dynamic_smem.data())
+// A GPU faults on a misaligned vector access where a CPU carries on: catch it here.
+#define LN_CHECK_ALIGN(p, bytes) emu::check_align(p, bytes, __FILE__, __LINE__)
+namespace emu {
+inline void check_align(const void* p, size_t bytes, const char* file, int line) {
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) {
+        std::fprintf(stderr, "emu: %zu-byte access at %p is misaligned (%s:%d)\n", bytes, p, file, line);
+        std::abort();
+    }
+}
+}  // namespace emu
 
 inline void __syncthreads() { emu::wait(emu::WAIT_BLOCK); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait(emu::WAIT_WARP); }
@@ -185,6 +196,7 @@ inline float atomicAdd(float* p, float v) { const float o = *p; *p = o + v; retu
 inline int atomicAdd(int* p, int v) { const int o = *p; *p = o + v; return o; }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { const unsigned o = *p; *p = o + v; return o; }
 inline float __ldcg(const float* p) { return *p; }
+inline float4 __ldcg(const float4* p) { return *p; }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 inline float __fmul_rn(float a, float b) { return a * b; }
