@@ -159,6 +159,10 @@ def main() -> None:
     ap.add_argument("--out", help="write the Markdown report here")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # PyTorch's OpenMP workers otherwise spin between calls, which on a shared 2-core machine
+    # collapses its 2-thread figures (measured: 13× slower at batch 256); ONNX Runtime's sessions
+    # here do not spin either (the spinning row shows what that costs it).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import numpy as np
 
     from litenet.data import open_cifar10
@@ -194,7 +198,8 @@ def render(args, folder, lat, procs, load_before, load_after) -> str:
         "",
         f"Machine: 2-core AMD EPYC CPU ({cpu_name()}, {os.cpu_count()} logical CPUs, AVX2, no VNNI), shared with "
         f"other engineers' jobs: load average {load_before[0]:.1f} before, {load_after[0]:.1f} after.",
-        f"ONNX Runtime {onnxruntime.__version__}, PyTorch {torch.__version__}, Python {platform.python_version()}.",
+        f"ONNX Runtime {onnxruntime.__version__}, PyTorch {torch.__version__} (OMP_WAIT_POLICY="
+        f"{os.environ.get('OMP_WAIT_POLICY')}), Python {platform.python_version()}; niceness {os.nice(0)}.",
         f"Model: {folder} ({_describe(folder)}). Command: `{cmd}` (`make bench-infer-cpu`).",
         "",
         "## Latency per image (µs, median)",

@@ -84,7 +84,8 @@ def main() -> None:
     config = check_complete(src)
     summary = metrics_summary(src, config)
     dst.mkdir(parents=True, exist_ok=True)
-    for name in SHIPPED:  # each through a temporary + rename, so a reader never sees half a file
+    same = src.resolve() == dst.resolve()  # trained and exported in place: nothing to copy
+    for name in () if same else SHIPPED:  # each through a temporary + rename: never half a file
         shutil.copyfile(src / name, dst / f".{name}.tmp")
         os.replace(dst / f".{name}.tmp", dst / name)
     (dst / "metrics.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
@@ -92,7 +93,7 @@ def main() -> None:
     (dst / "README.md").write_text(model_card(summary, sizes), encoding="utf-8")
     extra = sorted(p.name for p in dst.iterdir() if p.name not in (*SHIPPED, "metrics.json", "README.md"))
     print(f"ship-model: {dst}: {sum(sizes.values()) / 2**20:.1f} MiB in {len(sizes) + 1} files"
-          + (f"; also present, not shipped by this target: {', '.join(extra)}" if extra else ""))
+          + (f"; also present, not to be committed: {', '.join(extra)}" if extra else ""))
 
 
 if __name__ == "__main__":
