@@ -1,0 +1,353 @@
+// infer_core.cuh — the pieces both inference kernels (infer_fp32.cu, infer_int8.cu) are made of,
+// written once over a "word" type so that fp32 and int8 cannot drift apart:
+//
+//   Fp32: a word is one float, dot(acc, a, b) = acc + a·b.
+//   Int8: a word is four int8 packed in an int, dot(acc, a, b) = __dp4a(a, b, acc) (sm_61+), int32 acc.
+//
+// Layouts (litenet/runtime/cuda_net.py packs them): every weight matrix is (N, Kp) row-major — out
+// channel n's inputs contiguous, K zero-padded to Kp = ⌈K/64⌉·64 — and every activation row has
+// the same padded width, its pad columns zero; so a 16-byte vector (4 words) never straddles a
+// row end and no loop has a tail. Int8 rounding follows docs/int8-plan.md exactly: every float
+// operation on the path to a quantizer is one IEEE-rounded operation (the _rn intrinsics, so
+// NVRTC cannot contract them into FMAs), quantization divides (__fdiv_rn) and rounds half to even.
+//
+// Pieces: rowdot (a few rows × all outputs: one warp group per output, the small-batch kernel),
+// tile_gemm (64×64 output tiles, the large-batch kernel), ln_row (LayerNorm of one row by one
+// warp), the epilogues, the image readers and a grid barrier. Everything uses 256-thread blocks.
+#pragma once
+#include "common.cuh"
+
+#define IR_ROWS 8    // rows a rowdot pass carries in registers (the small-batch kernel's row group)
+#define IT_TILE 64   // tile_gemm: 64 rows × 64 outputs per block, 4 × 4 per thread
+#define IT_BK 16     // tile_gemm: words per k step (16 floats, or 64 int8)
+
+__device__ __forceinline__ float pixel_value(int p, float shift) {  // x = p/255 − shift, two roundings
+    return __fsub_rn(__fdiv_rn((float)p, 255.f), shift);
+}
+
+__device__ __forceinline__ int quantize_rn(float x, float scale) {  // clamp(rne(x / s), −128, 127)
+    return min(max(__float2int_rn(__fdiv_rn(x, scale)), -128), 127);
+}
+
+__device__ __forceinline__ int pack4(int q0, int q1, int q2, int q3) {
+    return (q0 & 255) | ((q1 & 255) << 8) | ((q2 & 255) << 16) | ((q3 & 255) << 24);
+}
+
+// ½u(1 + tanh(c(u + k·u³))) with each product and sum rounded once, as int8_plan.gelu computes it.
+__device__ __forceinline__ float gelu_rn(float u) {
+    const float u3 = __fmul_rn(__fmul_rn(u, u), u);
+    const float t = tanhf(__fmul_rn(LN_GELU_C, __fadd_rn(u, __fmul_rn(LN_GELU_K, u3))));
+    return __fmul_rn(__fmul_rn(0.5f, u), __fadd_rn(1.f, t));
+}
+
+__device__ __forceinline__ int warp_isum(int v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(LN_FULL_MASK, v, o);
+    return v;
+}
+
+struct Fp32 {
+    typedef float Word;
+    typedef float Acc;
+    static __device__ __forceinline__ float dot(float acc, float a, float b) { return a * b + acc; }
+    static __device__ __forceinline__ float reduce(float v) { return warp_sum(v); }
+};
+
+struct Int8 {
+    typedef int Word;
+    typedef int Acc;
+    static __device__ __forceinline__ int dot(int acc, int a, int b) { return __dp4a(a, b, acc); }
+    static __device__ __forceinline__ int reduce(int v) { return warp_isum(v); }
+};
+
+__device__ __forceinline__ void load4(const float* p, float v[4]) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+}
+
+__device__ __forceinline__ void load4(const int* p, int v[4]) {
+    const int4 t = *reinterpret_cast<const int4*>(p);
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+}
+
+__device__ __forceinline__ unsigned int byte_of(const unsigned int* w, int i) { return (w[i >> 2] >> (8 * (i & 3))) & 255u; }
+
+// ---------------------------------------------------------------------------------------------
+// Input readers: vec(row, v, out) gives words 4v … 4v+3 of a row.
+
+template <class Word>
+struct Rows {  // rows in shared memory, or in global memory written before this launch
+    const Word* x;
+    int Kw;  // words per row
+    __device__ __forceinline__ void vec(int r, int v, Word out[4]) const { load4(x + (size_t)r * Kw + 4 * v, out); }
+};
+
+// The embedding's rows straight from uint8 NHWC images (docs/int8-plan.md "Embedding rows"):
+// full: r[3i + k] = x[i, k] (the image's bytes in order); channel-sum: r[i] = (x[i,0] + x[i,1]) + x[i,2];
+// with x = lut[p] = p/255 − shift. The Int8 version quantizes each r with the embedding's scale
+// (full: through qlut, the same quantization tabulated per byte value).
+struct PixelRowsF32 {
+    const unsigned char* px;
+    int full;
+    const float* lut;
+    __device__ __forceinline__ void vec(int r, int v, float out[4]) const {
+        const unsigned char* img = px + (size_t)r * 3072;
+        if (full) {
+            const unsigned int w = *reinterpret_cast<const unsigned int*>(img + 4 * v);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) out[i] = lut[(w >> (8 * i)) & 255u];
+            return;
+        }
+        const unsigned int* w = reinterpret_cast<const unsigned int*>(img + 12 * v);
+        unsigned int b[3] = {w[0], w[1], w[2]};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            out[i] = __fadd_rn(__fadd_rn(lut[byte_of(b, 3 * i)], lut[byte_of(b, 3 * i + 1)]), lut[byte_of(b, 3 * i + 2)]);
+    }
+};
+
+struct PixelRowsI8 {
+    const unsigned char* px;
+    int full;
+    const float* lut;
+    const int* qlut;
+    float scale;
+    __device__ __forceinline__ void vec(int r, int v, int out[4]) const {
+        const unsigned char* img = px + (size_t)r * 3072;
+        if (full) {
+            const unsigned int* w = reinterpret_cast<const unsigned int*>(img + 16 * v);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const unsigned int x = w[i];
+                out[i] = pack4(qlut[x & 255u], qlut[(x >> 8) & 255u], qlut[(x >> 16) & 255u], qlut[x >> 24]);
+            }
+            return;
+        }
+        const unsigned int* w = reinterpret_cast<const unsigned int*>(img + 48 * v);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {  // pixels 4i … 4i+3 of this vector: bytes 12i … 12i+11
+            unsigned int b[3] = {w[3 * i], w[3 * i + 1], w[3 * i + 2]};
+            int q[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float sum = __fadd_rn(__fadd_rn(lut[byte_of(b, 3 * j)], lut[byte_of(b, 3 * j + 1)]),
+                                            lut[byte_of(b, 3 * j + 2)]);
+                q[j] = quantize_rn(sum, scale);
+            }
+            out[i] = pack4(q[0], q[1], q[2], q[3]);
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Epilogues: out[b, n] from the dot product of row b with output channel n.
+
+struct EpiF32 {  // y = acc (+ bias[n]), GELU, then s = res[b, n] + y
+    const float* bias;
+    int gelu;
+    const float* res;
+    float* out;
+    int stride;  // of res and out
+    __device__ __forceinline__ void operator()(int b, int n, float acc) const {
+        float y = bias ? __fadd_rn(acc, bias[n]) : acc;
+        if (gelu) y = gelu_rn(y);
+        if (res) y = __fadd_rn(__ldcg(res + (size_t)b * stride + n), y);
+        out[(size_t)b * stride + n] = y;
+    }
+};
+
+struct EpiI8 {  // y = float(acc)·m[n] (+ bias[n]), GELU, s = res + y; writes y and/or q = quantize(y, q_scale)
+    const float* mult;
+    const float* bias;
+    int gelu;
+    const float* res;
+    float* out;
+    unsigned char* q;
+    int stride;  // of res, out (floats) and q (bytes)
+    float q_scale;
+    __device__ __forceinline__ void operator()(int b, int n, int acc) const {
+        float y = __fmul_rn((float)acc, mult[n]);
+        if (bias) y = __fadd_rn(y, bias[n]);
+        if (gelu) y = gelu_rn(y);
+        if (res) y = __fadd_rn(__ldcg(res + (size_t)b * stride + n), y);
+        if (out) out[(size_t)b * stride + n] = y;
+        if (q) q[(size_t)b * stride + n] = (unsigned char)quantize_rn(y, q_scale);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// rowdot: out[r0 + r, n] = epi(Σ_k x[r, k] W[n, k]) for r < rows ≤ IR_ROWS and every n < N.
+// G warps share one output (each takes every G-th vector of k; partial sums meet in shared memory
+// in a fixed order), 8/G outputs per block pass, passes spread over the grid. G is the largest of
+// 8, 4, 2, 1 that keeps every lane busy and the passes within one per block: batch-1 latency is
+// the longest chain of dependent loads, so the k loop is split as far as the grid allows.
+// Every thread of the block must call it (it holds barriers).
+
+template <class T, class Load, class Epi>
+__device__ __forceinline__ void rowdot(const Load& x, int rows, int r0, int Kw, const typename T::Word* W, int N, const Epi& epi) {
+    typedef typename T::Word Word;
+    typedef typename T::Acc Acc;
+    __shared__ Acc part[8][IR_ROWS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, V = Kw / 4;
+    int G = 8;
+    while (G > 1 && ((N * G + 7) / 8 > (int)gridDim.x || V < 32 * G)) G >>= 1;
+    const int per = 8 / G, passes = (N + per - 1) / per, g = warp % G;
+    for (int pass = blockIdx.x; pass < passes; pass += gridDim.x) {
+        const int n = pass * per + warp / G;
+        Acc acc[IR_ROWS];
+#pragma unroll
+        for (int r = 0; r < IR_ROWS; ++r) acc[r] = 0;
+        if (n < N) {
+            const Word* w = W + (size_t)n * Kw;
+            for (int v = g * 32 + lane; v < V; v += 32 * G) {
+                Word wv[4], xv[4];
+                load4(w + 4 * v, wv);
+#pragma unroll
+                for (int r = 0; r < IR_ROWS; ++r)
+                    if (r < rows) {
+                        x.vec(r, v, xv);
+                        acc[r] = T::dot(T::dot(T::dot(T::dot(acc[r], xv[0], wv[0]), xv[1], wv[1]), xv[2], wv[2]), xv[3], wv[3]);
+                    }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < IR_ROWS; ++r) acc[r] = T::reduce(acc[r]);
+        if (G > 1) {
+            if (lane == 0) {
+#pragma unroll
+                for (int r = 0; r < IR_ROWS; ++r) part[warp][r] = acc[r];
+            }
+            __syncthreads();
+            if (g == 0 && lane < rows && n < N) {
+                Acc total = part[warp][lane];
+                for (int j = 1; j < G; ++j) total += part[warp + j][lane];
+                epi(r0 + lane, n, total);
+            }
+            __syncthreads();  // part is reused by the next pass
+        } else if (n < N) {
+#pragma unroll
+            for (int r = 0; r < IR_ROWS; ++r)
+                if (r == lane && r < rows) epi(r0 + r, n, acc[r]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tile_gemm: one 64 × 64 tile of out[m, n] = epi(Σ_k A[m, k] W[n, k]) per block (blockIdx.x =
+// tile row · tiles_n + tile column), k in steps of IT_BK words through shared memory, the next
+// step's global loads in flight during the current step's products. Kw must be a multiple of IT_BK.
+
+template <class Word>
+struct __align__(16) TileSmem {
+    Word a[IT_BK][IT_TILE + 4];  // a[k][row]: a thread's 4 rows of one k are one 16-byte load
+    Word w[IT_BK][IT_TILE + 4];
+};
+
+template <class T, class Load, class Epi>
+__device__ void tile_gemm(const Load& A, int M, int Kw, const typename T::Word* W, int N, const Epi& epi) {
+    typedef typename T::Word Word;
+    typedef typename T::Acc Acc;
+    __shared__ TileSmem<Word> sm;
+    const int tiles_n = (N + IT_TILE - 1) / IT_TILE;
+    const int m0 = (blockIdx.x / tiles_n) * IT_TILE, n0 = (blockIdx.x % tiles_n) * IT_TILE;
+    const int t = threadIdx.x, lr = t >> 2, lv = t & 3;    // loads: row lr, vector lv of the step
+    const int tm = (t >> 4) * 4, tn = (t & 15) * 4;        // products: rows tm…tm+3, outputs tn…tn+3
+    const bool a_ok = m0 + lr < M, w_ok = n0 + lr < N;
+    const Word* wrow = W + (size_t)(w_ok ? n0 + lr : 0) * Kw;
+    Acc acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0;
+    Word ra[4] = {0, 0, 0, 0}, rw[4] = {0, 0, 0, 0};
+    if (a_ok) A.vec(m0 + lr, lv, ra);
+    if (w_ok) load4(wrow + 4 * lv, rw);
+    for (int k0 = 0; k0 < Kw; k0 += IT_BK) {
+        __syncthreads();  // the previous step's products are done with sm
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            sm.a[4 * lv + i][lr] = ra[i];
+            sm.w[4 * lv + i][lr] = rw[i];
+        }
+        __syncthreads();
+        if (k0 + IT_BK < Kw) {
+            const int v = (k0 + IT_BK) / 4 + lv;
+            if (a_ok) A.vec(m0 + lr, v, ra);
+            if (w_ok) load4(wrow + 4 * v, rw);
+        }
+#pragma unroll
+        for (int kk = 0; kk < IT_BK; ++kk) {
+            Word a[4], b[4];
+            load4(&sm.a[kk][tm], a);
+            load4(&sm.w[kk][tn], b);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = T::dot(acc[i][j], a[i], b[j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (m0 + tm + i < M && n0 + tn + j < N) epi(m0 + tm + i, n0 + tn + j, acc[i][j]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm of one row by one warp (int8_plan.layernorm): μ = Σs/d, σ² = Σ(s − μ)²/d (biased),
+// y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j, each operation rounded once; emit(j, y_j) for j < d.
+// s may have been written by another block of this launch: it is read past L1 (__ldcg).
+
+template <class Emit>
+__device__ __forceinline__ void ln_row(const float* s, const float* gamma, const float* beta, float eps, int d, const Emit& emit) {
+    const int lane = threadIdx.x & 31;
+    float sum = 0.f;
+    for (int j = lane; j < d; j += 32) sum = __fadd_rn(sum, __ldcg(s + j));
+    const float mean = __fdiv_rn(warp_sum(sum), (float)d);
+    float sq = 0.f;
+    for (int j = lane; j < d; j += 32) {
+        const float c = __fsub_rn(__ldcg(s + j), mean);
+        sq = __fadd_rn(sq, __fmul_rn(c, c));
+    }
+    const float sd = sqrtf(__fadd_rn(__fdiv_rn(warp_sum(sq), (float)d), eps));
+    for (int j = lane; j < d; j += 32)
+        emit(j, __fadd_rn(__fmul_rn(__fdiv_rn(__fsub_rn(__ldcg(s + j), mean), sd), gamma[j]), beta[j]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grid barrier for the one-launch forward. Every block of the launch must be resident at once:
+// the host launches at most one block per SM (and 256 threads with this kernel's registers and
+// shared memory always fit one). sync[0] counts arrivals (barrier i completes at (i+1)·grid),
+// sync[1] departures; the last block out sets both back to zero for the next launch or replay.
+
+__device__ __forceinline__ void grid_barrier(unsigned int* sync, unsigned int& target) {
+    target += gridDim.x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // this block's writes are visible before its arrival is
+        atomicAdd(sync, 1u);
+        while (*(volatile unsigned int*)sync < target) {
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void grid_leave(unsigned int* sync) {
+    // Every block is past its last barrier once it gets here, so nobody still reads sync[0].
+    if (threadIdx.x == 0 && atomicAdd(sync + 1, 1u) == gridDim.x - 1) {
+        sync[0] = 0;
+        sync[1] = 0;
+    }
+}
+
+// The phases of the one-launch forward: 0 embed, 1 + 2i block i's fc1 (+GELU), 2 + 2i its fc2
+// (+residual), 2·blocks + 1 the head. layout[6·p …] = offsets of phase p's tensors (cuda_net.py).
+#define IL_W 0      // weights (N, Kp) in the word arena
+#define IL_B 1      // bias (−1: none), float arena
+#define IL_M 2      // int8: multipliers s_x·s_w[n]
+#define IL_S 3      // int8: the input's scale s_x
+#define IL_GAMMA 4  // fc2 phases: the LayerNorm that follows the block
+#define IL_BETA 5
+#define IL_WIDTH 6
+
+__device__ __forceinline__ int pad64(int k) { return (k + 63) & ~63; }

@@ -1,0 +1,132 @@
+"""`--backend cuda`: LiteNet's own CUDA kernels (kernels/infer_fp32.cu, kernels/infer_int8.cu) through CuPy.
+
+fp32 runs weights.safetensors + config.json; int8 runs model.int8.plan.safetensors exactly as
+docs/int8-plan.md defines it (dp4a, so any GPU from sm_61 — a GTX 1060 — on). The weights go to
+the GPU once; each batch size gets its buffers once and, from its second use on, one CUDA graph
+that is replayed. A batch of up to FUSED_MAX_BATCH images runs as one launch (the whole forward,
+phases separated by grid barriers), a larger one as a tiled launch per layer.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from litenet.errors import LiteNetError
+from litenet.runtime.backends import Backend
+from litenet.runtime.cuda_net import load_fp32, load_int8, pack_fp32, pack_int8
+from litenet.runtime.cuda_plan import MODES, BatchRun, DeviceNet, plan_batch
+from litenet.runtime.model_files import ModelFiles
+
+# The one-launch kernel up to this batch; tiles above it. H200, litenet-base: see
+# bench/results/infer-gpu-*.md for the crossover this was set from.
+FUSED_MAX_BATCH = 32
+CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
+KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
+MIN_CAPABILITY = (6, 1)  # __dp4a
+
+
+class CudaInference(Backend):
+    """LiteNet's CUDA kernels; fp32 or int8 (the plan)."""
+
+    name = "cuda"
+
+    @classmethod
+    def unavailable_reason(cls, model: ModelFiles, precision: str) -> str | None:
+        if precision == "fp32" and (model.weights is None or model.config is None):
+            return f"{model.describe()} has no weights.safetensors with its config.json (the CUDA fp32 input)"
+        if precision == "int8" and model.plan is None:
+            return f"{model.describe()} has no model.int8.plan.safetensors (run litenet export --int8)"
+        try:
+            import safetensors  # noqa: F401
+        except ImportError:
+            return "needs the safetensors package (pip install safetensors)"
+        try:
+            import cupy
+        except Exception as exc:  # ImportError, or CUDA libraries missing
+            return f"CuPy is not importable ({type(exc).__name__})"
+        try:
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                return "no GPU found"
+            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        except Exception as exc:  # no driver, no device
+            return f"no usable GPU ({exc.__class__.__name__})"
+        if (props["major"], props["minor"]) < MIN_CAPABILITY:
+            return f"the GPU is sm_{props['major']}{props['minor']}; LiteNet's kernels need sm_61 or newer"
+        return None
+
+    def __init__(self, model: ModelFiles, precision: str, device=None, mode: str = "auto", graphs: bool = True,
+                 fused_max_batch: int = FUSED_MAX_BATCH, fused_grid: int | None = None, chunk: int = CHUNK,
+                 **_options):
+        """Load and pack the model, put it on the GPU. `device`: a litenet.gpu.device.CupyDevice (or
+        the tests' emulator); `mode`: auto | fused | phases | tiles; `fused_grid`: blocks of the
+        one-launch kernel (default: one per SM, all resident — the grid barrier needs that)."""
+        if precision not in ("fp32", "int8"):
+            raise LiteNetError(f"precision must be fp32 or int8, got {precision!r}")
+        if mode != "auto" and mode not in MODES:
+            raise ValueError(f"mode must be auto or one of {MODES}")
+        if precision == "fp32":
+            shape, tensors, classes = load_fp32(model)
+            packed = pack_fp32(shape, tensors, classes)
+            self.path = model.weights
+        else:
+            packed = pack_int8(load_int8(model))
+            self.path = model.plan
+        self.classes = model.classes or packed.classes or tuple(f"class {i}" for i in range(packed.shape.classes))
+        if len(self.classes) != packed.shape.classes:
+            raise LiteNetError(f"{self.path} has {packed.shape.classes} classes but the model's config names "
+                               f"{len(self.classes)}; the model files come from different models")
+        if device is None:
+            from litenet.gpu.device import CupyDevice
+            device = CupyDevice()
+        self.dev, self.precision, self.mode, self.graphs = device, precision, mode, graphs
+        self.fused_max_batch, self.chunk = fused_max_batch, max(1, chunk)
+        self.fused_grid = fused_grid or device.sm_count
+        self.net = DeviceNet(device, packed)
+        self._runs: OrderedDict[int, BatchRun] = OrderedDict()
+
+    def mode_for(self, batch: int) -> str:
+        if self.mode != "auto":
+            return self.mode
+        return "fused" if batch <= self.fused_max_batch and self.net.fused_fits() else "tiles"
+
+    def prepare(self, batch: int) -> BatchRun:
+        """The buffers and launches for `batch` images (made once per size, then reused)."""
+        run = self._runs.get(batch)
+        if run is None:
+            run = plan_batch(self.net, batch, self.mode_for(batch), self.fused_grid)
+            self._runs[batch] = run
+            while len(self._runs) > KEPT_SIZES:
+                self._runs.popitem(last=False)
+        self._runs.move_to_end(batch)
+        return run
+
+    def execute(self, run: BatchRun) -> None:
+        """One forward pass on what is in run.pixels, queued on the device's stream (no wait)."""
+        if run.graph is None and self.graphs and run.runs >= 1:  # the size repeats: capture it once
+            run.graph = self.dev.capture(run.launches)
+        if run.graph is not None:
+            self.dev.replay(run.graph)
+        else:
+            for launch in run.launches:
+                self.dev.launch(launch)
+        run.runs += 1
+
+    def predict(self, images: np.ndarray) -> np.ndarray:
+        """uint8 (N, 32, 32, 3) → float32 logits (N, C), in slices of at most `chunk` images."""
+        images = np.asarray(images)
+        if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (32, 32, 3):
+            raise ValueError(f"expected uint8 images of shape (N, 32, 32, 3), got {images.dtype} {images.shape}")
+        out = np.empty((len(images), len(self.classes)), np.float32)
+        for start in range(0, len(images), self.chunk):
+            part = images[start:start + self.chunk]
+            run = self.prepare(len(part))
+            self.dev.upload(run.pixels, part.reshape(len(part), 3072))
+            self.execute(run)
+            out[start:start + len(part)] = self.dev.download(run.logits)
+        return out
+
+    def describe(self) -> str:
+        return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
+                f"one launch up to batch {self.fused_max_batch}, tiles above; {self.path}")
