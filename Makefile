@@ -120,9 +120,9 @@ ship-model:  ## train litenet-base (make train) and export it (make export-int8)
 	$(PY) scripts/ship_model.py $(SHIP_WORK) models/$(SHIP_PRESET)
 
 .PHONY: bench-infer-cpu
-bench-infer-cpu: $(VENV)/.installed-dev data  ## time ONNX Runtime fp32/int8 vs PyTorch eager (batch 1, 256) and litenet-infer's start-up into bench/results/
+bench-infer-cpu: $(VENV)/.installed-train+export data  ## time ONNX Runtime fp32/int8 (ours, quantize_static) vs PyTorch eager (needs torch) and litenet-infer's start-up into bench/results/
 	nice -n 10 $(PY) bench/bench_infer_cpu.py --model models/$(SHIP_PRESET) --out bench/results/infer-cpu-$$(date -u +%F).md
 
 .PHONY: arm-check
-arm-check: $(VENV)/.installed-dev data  ## (root, ~10 min) the Raspberry Pi path under qemu: arm64 Debian, runtime wheel from PyPI, Pi 4 + Pi 5 vs x86-64
+arm-check: $(VENV)/.installed-train data  ## (root; 4 min, 20 the first time) the Raspberry Pi path under qemu: arm64 Debian, runtime wheel from PyPI, Pi 4 + Pi 5 vs x86-64
 	MODEL=$(if $(MODEL),$(MODEL),models/$(SHIP_PRESET)) PY=$(PY) scripts/arm-check.sh
