@@ -11,6 +11,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "cuda"))  # the emulator package
+sys.path.insert(0, str(HERE.parent / "export"))  # export_fixtures: tiny models, synthetic images
 sys.path.insert(0, str(HERE))
 
 
@@ -43,9 +44,7 @@ def emu_device():
 def models(tmp_path_factory) -> dict[str, Path]:
     """Model folders as litenet train + litenet export --int8 write them (random weights, synthetic
     calibration images), one per shape in MODEL_SHAPES."""
-    sys.path.insert(0, str(HERE.parent / "export"))
     import export_fixtures as fx
-
     from rtcuda_checks import MODEL_SHAPES
 
     from litenet.export.pipeline import ExportOptions, export_model
@@ -66,6 +65,5 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def images():
-    sys.path.insert(0, str(HERE.parent / "export"))
     import export_fixtures as fx
     return fx.images(80, seed=5)
