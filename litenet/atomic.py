@@ -17,9 +17,10 @@ def atomic_path(path: str | os.PathLike):
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
     try:
         yield Path(tmp)
+        # mkstemp makes 0600 (and a writer may recreate the file): give it the usual permissions
+        os.chmod(tmp, 0o666 & ~_umask())
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
