@@ -59,6 +59,7 @@ cleanup() {
   else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
+trap 'echo "arm-check: error: line $LINENO: \`$BASH_COMMAND\` failed" >&2' ERR
 
 # Every command inside runs with a clean environment (the host's PIP_* settings must not leak in).
 in_root() {
@@ -162,7 +163,9 @@ for profile in "${PROFILES[@]}"; do
   probe=$(in_root "$cpu" "$VENV/bin/python" /tmp/check/probe.py /tmp/check/model/model.int8.onnx 2>"$WORK/$short-probe.err") ||
     probe="probe failed: $(tail -1 "$WORK/$short-probe.err")"
   warnings=$(grep -c . "$WORK/$short-probe.err" || true)
-  notes+=("- $label ($cpu): $probe; ONNX Runtime printed $warnings warning line(s)$( ((warnings)) && echo ", first: \`$(head -1 "$WORK/$short-probe.err")\`")")
+  first=""
+  if [ "$warnings" -gt 0 ]; then first=", first: \`$(head -1 "$WORK/$short-probe.err")\`"; fi
+  notes+=("- $label ($cpu): $probe; ONNX Runtime printed $warnings warning line(s)$first")
   if [ "$short" = pi5 ] && unzip -l "$WHEEL" | grep -q "litenet/models/litenet-base/model.onnx"; then
     rc=0  # the wheel carries the shipped model: check that it is found without --model
     shipped=$(in_root "$cpu" sh -c "cd /tmp/check/samples && $VENV/bin/litenet-infer cifar-00-*.png" 2>&1) || rc=$?
@@ -208,7 +211,7 @@ mkdir -p "$(dirname "$OUT")"
 {
   echo "# arm-check: the Raspberry Pi path under qemu, $(date -u +%F)"
   echo
-  echo "Command: \`make arm-check\` (\`scripts/arm-check.sh\`, MODEL=${MODEL#$REPO/}). Machine: 2-core AMD EPYC, Debian bookworm"
+  echo "Command: \`MODEL=${MODEL#$REPO/} scripts/arm-check.sh\` (what \`make arm-check\` runs). Machine: 2-core AMD EPYC, Debian bookworm"
   echo "x86-64, $(qemu-aarch64-static --version | head -1). Root file system: Debian bookworm arm64 (debootstrap, minbase)."
   echo "Model: $MODEL ($model_doc)."
   echo "Reference: the same images and model on x86-64 here ($host)."
