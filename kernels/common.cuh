@@ -79,6 +79,20 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
     return scratch[0];
 }
 
+// Block-wide sums of N values at once, every thread getting the totals: one pair of barriers for
+// all N. Each warp folds the per-warp sums itself (the same order in every warp), so no third
+// barrier is needed to broadcast. scratch: 32·N floats. Every thread of the block must call it.
+template <int N>
+__device__ __forceinline__ void block_sums(float (&v)[N], float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    for (int i = 0; i < N; ++i) v[i] = warp_sum(v[i]);
+    __syncthreads();  // a previous call may still be reading scratch
+    if (lane == 0)
+        for (int i = 0; i < N; ++i) scratch[i * 32 + warp] = v[i];
+    __syncthreads();
+    for (int i = 0; i < N; ++i) v[i] = warp_sum(lane < warps ? scratch[i * 32 + lane] : 0.f);
+}
+
 // ---------------------------------------------------------------------------------------------
 // GELU, tanh form (reference.gelu_forward / gelu_backward).
 

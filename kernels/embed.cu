@@ -13,7 +13,7 @@
 // ctr[0]·B, flips likewise (flips may be null), so one captured graph serves every step.
 //
 // Two versions of the forward, chosen in litenet/train/cuda/geometry.py (embed_variant):
-//   "tiles" embed_inputs then embed_forward — 64×64 output tiles over S (gemm.cuh); large batches.
+//   "tiles" embed_inputs then embed_forward — output tiles over S (gemm.cuh); large batches.
 //   "rows"  embed_forward_rows alone — per block `rows` images: their s rows go to shared memory
 //           (and to S, for ∂We), then each thread accumulates 4 columns of those rows over a k
 //           range, reading We 16 bytes at a time straight from L2 (We is read once per block, so
@@ -21,10 +21,11 @@
 //           block. No split-K: the k ranges meet in shared memory, summed in a fixed order.
 //
 // Launch (256 threads): embed_inputs grid = B (one image per block, 4 pixels per thread; any grid
-// works). embed_forward / embed_backward: grid = tiles_m · tiles_n · splits blocks over 64×64 output
-// tiles (tiles_m over the output's rows: B forward, Kin backward), block x on tile x / splits, split
-// x % splits; scratch ≥ tiles·splits·LN_SLAB floats (unused when splits = 1); counters ≥ tiles
-// zeroed unsigned ints, left zeroed. embed_forward_rows: grid = ⌈B / rows⌉ · parts, dynamic shared
+// works). embed_forward / embed_backward: grid = tiles_m · tiles_n · splits blocks over output
+// tiles of 64 rows (the `_tall` versions: 128; geometry.Gemm.tall chooses) × 64 columns (tiles_m
+// over the output's rows: B forward, Kin backward), block x on tile x / splits, split x % splits;
+// scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats (unused when splits = 1); counters ≥ tiles zeroed
+// unsigned ints, left zeroed. embed_forward_rows: grid = ⌈B / rows⌉ · parts, dynamic shared
 // memory rows·Kin·4 bytes.
 // Limits: 32×32×3 images, 4-byte aligned; index values < the dataset's length (not checked here);
 // S 16-byte aligned; rows ≤ 8; ⌈d / parts⌉ ≤ 1024.
@@ -48,29 +49,53 @@ extern "C" __global__ void embed_inputs(const unsigned char* images, const int* 
         for (int p = 4 * threadIdx.x; p < 1024; p += 4 * blockDim.x) px.quad_to(b, p, S + (size_t)b * px.inputs());
 }
 
+template <int TM>
+__device__ void embed_forward_body(const float* S, const float* W, float* out, int B, int Kin, int d, int splits,
+                                   float* scratch, unsigned int* counters) {
+    __shared__ GemmSmem<TM> smem;
+    const TileCoords<TM> tc(splits, d);
+    float acc[TM][4], unused;
+    if (!gemm_splitk<TM>(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, tc.m0, tc.n0, tc.split, splits,
+                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
+                         smem))
+        return;
+    for (int i = 0; i < TM; ++i)
+        if (tc.m(i) < B) store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
+}
+
+template <int TM>
+__device__ void embed_backward_body(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits,
+                                    float* scratch, unsigned int* counters) {
+    __shared__ GemmSmem<TM> smem;
+    const TileCoords<TM> tc(splits, d);
+    float acc[TM][4], unused;
+    // A(i, b) = S[b, i]: S read as a transposed view (contiguous along i).
+    if (!gemm_splitk<TM>(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, tc.m0, tc.n0, tc.split, splits,
+                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
+                         smem))
+        return;
+    for (int i = 0; i < TM; ++i)
+        if (tc.m(i) < Kin) store_row4(dW, d, tc.m(i), tc.n(0), d, acc[i]);
+}
+
 extern "C" __global__ void embed_forward(const float* S, const float* W, float* out, int B, int Kin, int d,
                                          int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem smem;
-    const TileCoords tc(splits, d);
-    float acc[4][4], unused;
-    if (!gemm_splitk(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
-        return;
-    for (int i = 0; i < 4; ++i)
-        if (tc.m(i) < B) store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
+    embed_forward_body<4>(S, W, out, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void embed_forward_tall(const float* S, const float* W, float* out, int B, int Kin, int d,
+                                              int splits, float* scratch, unsigned int* counters) {
+    embed_forward_body<8>(S, W, out, B, Kin, d, splits, scratch, counters);
 }
 
 extern "C" __global__ void embed_backward(const float* S, const float* dH, float* dW, int B, int Kin, int d,
                                           int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem smem;
-    const TileCoords tc(splits, d);
-    float acc[4][4], unused;
-    // A(i, b) = S[b, i]: S read as a transposed view (contiguous along i).
-    if (!gemm_splitk(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
-        return;
-    for (int i = 0; i < 4; ++i)
-        if (tc.m(i) < Kin) store_row4(dW, d, tc.m(i), tc.n(0), d, acc[i]);
+    embed_backward_body<4>(S, dH, dW, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void embed_backward_tall(const float* S, const float* dH, float* dW, int B, int Kin, int d,
+                                               int splits, float* scratch, unsigned int* counters) {
+    embed_backward_body<8>(S, dH, dW, B, Kin, d, splits, scratch, counters);
 }
 
 extern "C" __global__ void embed_forward_rows(const unsigned char* images, const int* batches,

@@ -17,12 +17,21 @@
 //   DY, DS (L, B, d): ∂y and ∂s at each block;  Z (B, C): logits, overwritten by ∂z;  DH0 (B, d)
 // params/layout: the flat parameter buffer and the offsets of its tensors in param_layout order.
 //
+// Latency is what bounds it (one image per block at a batch of 64): the parameter offsets are
+// staged in shared memory and the row's label fetched at the start, so no phase waits on a chain
+// of dependent loads; weights stream 64 loads per thread at a time (gemm.cuh rows_matmul); u is
+// fetched for GELU' before the product it waits behind; the path sums share one reduction.
+//
 // Launch: 256 threads, grid = ⌈B / rows⌉, rows ≤ 16 images per block, dynamic shared memory
-// 4·(rows·(4·d16 + h16 + c16) + 32 + 256) bytes, w16 = w rounded up to a multiple of 16 (gemm.cuh).
-// Limits: rows ≤ 16 (LN_ROWS_MAX); shared memory must fit (the host picks rows); C ≥ 2.
+// 4·(rows·(4·d16 + h16 + c16) + 32 + 256) bytes, w16 = w rounded up to a multiple of 16 (gemm.cuh),
+// plus 256 bytes static. Limits: rows ≤ 16 (LN_ROWS_MAX); blocks ≤ 10 (LN_LAYOUT_MAX offsets);
+// shared memory must fit (the host picks rows); C ≥ 2.
 #include "common.cuh"
 #include "gemm.cuh"
 #include "rowops.cuh"
+
+#define LN_LAYOUT_MAX 64  // parameter offsets staged in shared memory: 6·blocks + 4 ≤ 64
+#define LN_U_EARLY 4      // elements of u per thread fetched ahead of the ∂a product (R·H ≤ 1024)
 
 extern "C" __global__ void fused_rows(const float* params, const int* layout, float* X, float* U, float* A, float* NRM,
                                       float* RSTD, float* DY, float* DS, float* Z, float* DH0,
@@ -30,6 +39,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
                                       int stat_width, int path_slot, int B, int d, int H, int C, int blocks, int rows,
                                       int loss_kind, float margin, float eps) {
     LN_DYNAMIC_SMEM(float, smem);
+    __shared__ int lay[LN_LAYOUT_MAX];
     const int d4 = (d + 15) & ~15, h4 = (H + 15) & ~15, c4 = (C + 15) & ~15;  // row strides
     const int row0 = blockIdx.x * rows, R = min(rows, B - row0);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warps = blockDim.x >> 5;
@@ -44,17 +54,21 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
     const int total = rows * (4 * d4 + h4 + c4);
     // Padding columns must read as zero: rows_matmul reads rows 16 floats at a time.
     for (int e = tid; e < total; e += blockDim.x) smem[e] = 0.f;
+    for (int e = tid; e < 6 * blocks + 4; e += blockDim.x) lay[e] = layout[e];
+    // This thread's row's label, fetched now so the loss does not wait on batches → labels.
+    const int pos = step_pos(ctr);
+    const int label = tid < R ? labels[batches[(size_t)pos * B + row0 + tid]] : 0;
     __syncthreads();
     for (int e = tid; e < R * d; e += blockDim.x) sx[(e / d) * d4 + e % d] = X[(size_t)row0 * d + e];
     __syncthreads();
 
     for (int i = 0; i < blocks; ++i) {
-        const float* W1 = params + layout[1 + 6 * i];
-        const float* b1 = params + layout[2 + 6 * i];
-        const float* W2 = params + layout[3 + 6 * i];
-        const float* b2 = params + layout[4 + 6 * i];
-        const float* gamma = params + layout[5 + 6 * i];
-        const float* beta = params + layout[6 + 6 * i];
+        const float* W1 = params + lay[1 + 6 * i];
+        const float* b1 = params + lay[2 + 6 * i];
+        const float* W2 = params + lay[3 + 6 * i];
+        const float* b2 = params + lay[4 + 6 * i];
+        const float* gamma = params + lay[5 + 6 * i];
+        const float* beta = params + lay[6 + 6 * i];
         rows_matmul(sx, d4, R, W1, d, H, false, b1, sa, h4, part);
         for (int e = tid; e < R * H; e += blockDim.x) {
             const int r = e / H, h = e % H;
@@ -76,16 +90,15 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
             X[((size_t)(i + 1) * B + row0) * d + e] = sx[(e / d) * d4 + e % d];
     }
 
-    const float* Wc = params + layout[1 + 6 * blocks];
-    const float* bc = params + layout[2 + 6 * blocks];
+    const float* Wc = params + lay[1 + 6 * blocks];
+    const float* bc = params + lay[2 + 6 * blocks];
     rows_matmul(sx, d4, R, Wc, d, C, false, bc, sz, c4, part);
-    const int pos = step_pos(ctr);
     float* row_stats = stats + (size_t)pos * stat_width;
     float loss = 0.f;
     if (tid < R) {
-        const int b = row0 + tid, y = labels[batches[(size_t)pos * B + b]];
+        const int b = row0 + tid;
         float* z = sz + tid * c4;
-        loss = loss_kind == 0 ? margin_row(z, C, y, margin, B, z) : cross_entropy_row(z, C, y, B, z);
+        loss = loss_kind == 0 ? margin_row(z, C, label, margin, B, z) : cross_entropy_row(z, C, label, B, z);
         for (int j = 0; j < C; ++j) Z[(size_t)b * C + j] = z[j];
     }
     loss = block_sum(loss, red);  // also the barrier that publishes ∂z in sz
@@ -93,9 +106,9 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
 
     rows_matmul(sz, c4, R, Wc, C, d, true, 0, sg, d4, part);  // ∂y = ∂z Wcᵀ
     for (int i = blocks - 1; i >= 0; --i) {
-        const float* W1 = params + layout[1 + 6 * i];
-        const float* W2 = params + layout[3 + 6 * i];
-        const float* gamma = params + layout[5 + 6 * i];
+        const float* W1 = params + lay[1 + 6 * i];
+        const float* W2 = params + lay[3 + 6 * i];
+        const float* gamma = params + lay[5 + 6 * i];
         for (int r = warp; r < R; r += warps) {
             const size_t g = (size_t)i * B + row0 + r;
             for (int j = lane; j < d; j += 32) DY[g * d + j] = sg[r * d4 + j];
@@ -103,13 +116,29 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
             for (int j = lane; j < d; j += 32) DS[g * d + j] = sd[r * d4 + j];
         }
         __syncthreads();
+        float* Ui = U + ((size_t)i * B + row0) * H;  // this block's rows of u, then ∂u
+        float u_early[LN_U_EARLY];  // u for GELU', fetched while the product runs
+#pragma unroll
+        for (int j = 0; j < LN_U_EARLY; ++j) {
+            const int e = tid + j * blockDim.x;
+            u_early[j] = e < R * H ? Ui[e] : 0.f;
+        }
         rows_matmul(sd, d4, R, W2, d, H, true, 0, sa, h4, part);  // ∂a = ∂s W2ᵀ
-        for (int e = tid; e < R * H; e += blockDim.x) {
+#pragma unroll
+        for (int j = 0; j < LN_U_EARLY; ++j) {
+            const int e = tid + j * blockDim.x;
+            if (e < R * H) {
+                const int r = e / H, h = e % H;
+                const float du = sa[r * h4 + h] * gelu_slope(u_early[j]);
+                sa[r * h4 + h] = du;
+                Ui[e] = du;
+            }
+        }
+        for (int e = tid + LN_U_EARLY * blockDim.x; e < R * H; e += blockDim.x) {
             const int r = e / H, h = e % H;
-            const size_t g = ((size_t)i * B + row0) * H + e;
-            const float du = sa[r * h4 + h] * gelu_slope(U[g]);
+            const float du = sa[r * h4 + h] * gelu_slope(Ui[e]);
             sa[r * h4 + h] = du;
-            U[g] = du;
+            Ui[e] = du;
         }
         __syncthreads();
         rows_matmul(sa, h4, R, W1, H, d, true, 0, sv, d4, part);  // ∂x_main = ∂u W1ᵀ
@@ -122,14 +151,13 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
             sm += s * m;
             sg[k] = s + m;  // identity path + main path
         }
-        ss = block_sum(ss, red);
-        mm = block_sum(mm, red);
-        sm = block_sum(sm, red);
+        float sums[3] = {ss, mm, sm};
+        block_sums(sums, part);  // part (256 floats) is free between products
         if (tid == 0) {
             float* path = row_stats + path_slot + 3 * i;
-            atomicAdd(path + 0, ss);
-            atomicAdd(path + 1, mm);
-            atomicAdd(path + 2, sm);
+            atomicAdd(path + 0, sums[0]);
+            atomicAdd(path + 1, sums[1]);
+            atomicAdd(path + 2, sums[2]);
         }
     }
     for (int e = tid; e < R * d; e += blockDim.x) DH0[(size_t)row0 * d + e] = sg[(e / d) * d4 + e % d];

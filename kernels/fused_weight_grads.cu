@@ -41,8 +41,8 @@ extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, con
                                               const float* NRM, const float* DZ, const float* DH0, const float* S,
                                               const int* ctr, float* scratch, unsigned int* counters, float* stats,
                                               int stat_width, int B, int Kin, int d, int H, int C, int blocks) {
-    __shared__ GemmSmem smem;
-    __shared__ float red[32];
+    __shared__ GemmSmem<4> smem;
+    __shared__ float red[64];
     const int* job = jobs + blockIdx.x * 10;
     const int kind = job[0], layer = job[1], m0 = job[2] * LN_TILE, n0 = job[3] * LN_TILE, split = job[4],
               splits = job[5], tensor = job[8];
@@ -66,40 +66,40 @@ extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, con
                 sq_beta = v * v;
             }
         }
-        sq_gamma = block_sum(sq_gamma, red);
-        sq_beta = block_sum(sq_beta, red);
+        float sq[2] = {sq_gamma, sq_beta};
+        block_sums(sq, red);
         if (threadIdx.x == 0) {
-            atomicAdd(grad_sq + tensor, sq_gamma);
-            atomicAdd(grad_sq + tensor + 1, sq_beta);
+            atomicAdd(grad_sq + tensor, sq[0]);
+            atomicAdd(grad_sq + tensor + 1, sq[1]);
         }
         return;
     }
 
-    float acc[4][4], bias_sum;
+    float acc[4][4], bias_sum;  // 64×64 tiles (TM = 4)
     int M, N;
     bool done;
     const bool bias_row = kind != JOB_EMBED && m0 == 0;
     if (kind == JOB_EMBED) {  // A(i, b) = S[b, i]
         M = Kin, N = d;
-        done = gemm_splitk(Mat<false>{S, Kin}, Mat<true>{DH0, d}, M, N, B, m0, n0, split, splits, partials, counter,
+        done = gemm_splitk<4>(Mat<false>{S, Kin}, Mat<true>{DH0, d}, M, N, B, m0, n0, split, splits, partials, counter,
                            acc, false, bias_sum, smem);
     } else if (kind == JOB_FC1) {  // A(i, b) = X_i[b, i]
         M = d, N = H;
-        done = gemm_splitk(Mat<false>{X + (size_t)layer * B * d, d}, Mat<true>{DU + (size_t)layer * B * H, H}, M, N, B,
+        done = gemm_splitk<4>(Mat<false>{X + (size_t)layer * B * d, d}, Mat<true>{DU + (size_t)layer * B * H, H}, M, N, B,
                            m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
     } else if (kind == JOB_FC2) {
         M = H, N = d;
-        done = gemm_splitk(Mat<false>{A + (size_t)layer * B * H, H}, Mat<true>{DS + (size_t)layer * B * d, d}, M, N, B,
+        done = gemm_splitk<4>(Mat<false>{A + (size_t)layer * B * H, H}, Mat<true>{DS + (size_t)layer * B * d, d}, M, N, B,
                            m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
     } else {  // JOB_HEAD
         M = d, N = C;
-        done = gemm_splitk(Mat<false>{X + (size_t)blocks * B * d, d}, Mat<true>{DZ, C}, M, N, B, m0, n0, split, splits,
+        done = gemm_splitk<4>(Mat<false>{X + (size_t)blocks * B * d, d}, Mat<true>{DZ, C}, M, N, B, m0, n0, split, splits,
                            partials, counter, acc, bias_row, bias_sum, smem);
     }
     if (!done) return;
 
     float* W = grads + layout[tensor];
-    const TileAt tc(m0, n0);
+    const TileAt<4> tc(m0, n0);
     float sq_w = 0.f, sq_b = 0.f;
     for (int i = 0; i < 4; ++i) {
         if (tc.m(i) >= M) continue;
@@ -111,10 +111,10 @@ extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, con
         grads[layout[tensor + 1] + n0 + threadIdx.x] = bias_sum;
         sq_b = bias_sum * bias_sum;
     }
-    sq_w = block_sum(sq_w, red);
-    sq_b = block_sum(sq_b, red);
+    float sq[2] = {sq_w, sq_b};
+    block_sums(sq, red);
     if (threadIdx.x == 0) {
-        atomicAdd(grad_sq + tensor, sq_w);
-        if (bias_row) atomicAdd(grad_sq + tensor + 1, sq_b);
+        atomicAdd(grad_sq + tensor, sq[0]);
+        if (bias_row) atomicAdd(grad_sq + tensor + 1, sq[1]);
     }
 }

@@ -1,7 +1,8 @@
 // gemm.cuh — the matrix-product building blocks every layer kernel composes (no cuBLAS):
 //
-//   gemm_tile     C[64×64 tile] = Σ_k A(m, k) · B(k, n) over one k range: 256 threads, each owning
-//                 a 4×4 block (rows 4·ty …, columns 4·tx …, t = 16·ty + tx); k steps of 16 staged
+//   gemm_tile     C[tile] = Σ_k A(m, k) · B(k, n) over one k range, for a tile of 64 columns and 64
+//                 rows (TM = 4) or 128 ("tall", TM = 8): 256 threads, each owning a TM×4 block (rows
+//                 TM·ty …, columns 4·tx …, t = 16·ty + tx); k steps of 16 staged
 //                 through two shared-memory buffers (one barrier per step) with the next step's
 //                 operands fetched into registers during the multiply; operands read 16 bytes at a
 //                 time along their contiguous index where the matrix allows (Mat::load4).
@@ -12,19 +13,22 @@
 //                 returns to zero for the next launch.
 //   colsum_splitk out[n] = Σ_k f(k, n) for a 64-column tile (LayerNorm parameter gradients).
 //   rows_matmul   out[r, n] = Σ_k in[r, k] · W(k, n) for a few rows held in shared memory (the fused
-//                 small-batch kernel; W read straight from L2/L1, 16 loads in flight per thread).
+//                 small-batch kernel; W read straight from L2/L1, 64 loads in flight per thread).
 //
-// Limits: tiles are 64×64 with k steps of 16; M, N, K need not be multiples of anything (loads
+// Limits: tiles are 64 or 128 × 64 with k steps of 16; M, N, K need not be multiples of anything (loads
 // are guarded, out-of-range elements read as 0; a matrix whose leading dimension or base is not
 // 16-byte aligned is read one float at a time). rows_matmul holds at most 16 rows per thread,
-// and its input rows are padded to a multiple of 16 floats.
+// and its input rows are padded to a multiple of 16 floats (zeros).
 #pragma once
 
-#define LN_TILE 64
+#define LN_TILE 64  // tile columns; rows: 64 (4 per thread) or 128 ("tall", 8 per thread)
 #define LN_TK 16
-#define LN_SPAD 4  // shared rows of 68 floats: 16-byte aligned, and transposing stores spread over banks
-#define LN_SLAB (LN_TILE * LN_TILE + LN_TILE)  // floats per split in scratch: the tile, then its column sums
+#define LN_SPAD 4  // shared rows padded by 4 floats: 16-byte aligned, transposing stores spread over banks
+#define LN_SLAB (LN_TILE * LN_TILE + LN_TILE)  // floats per split in scratch for a 64-row tile (+ column sums)
 #define LN_ROWS_MAX 16
+
+// Floats per split in scratch for a tile of 16·TM rows: the tile, then its 64 column sums.
+#define LN_SLAB_OF(TM) (16 * (TM) * LN_TILE + LN_TILE)
 
 // Accessor for a float matrix: Mat<true>(i, j) = p[i·ld + j] (second index contiguous),
 // Mat<false>(i, j) = p[j·ld + i] (a transposed view, first index contiguous).
@@ -52,105 +56,118 @@ struct Mat {
     }
 };
 
+template <int TM>
 struct __align__(16) GemmSmem {
-    float a[2][LN_TK][LN_TILE + LN_SPAD];  // a[buffer][k][m]
+    float a[2][LN_TK][16 * TM + LN_SPAD];  // a[buffer][k][m]
     float b[2][LN_TK][LN_TILE + LN_SPAD];  // b[buffer][k][n]
 };
 
-// Where thread t's fetched 4-vector of one operand lies in the 16×64 k step: along the tile
-// index (m or n) when that is the contiguous one — k row t/16, tile index 4·(t%16) … +3 — else
-// along k: tile index t/4, k rows 4·(t%4) … +3. Consecutive threads walk the contiguous index,
-// so a warp's loads coalesce.
-template <bool ALONG_TILE>
-struct FetchSlot {
-    int kk, x;
-    __device__ __forceinline__ FetchSlot() {
-        const int t = threadIdx.x;
-        kk = ALONG_TILE ? t >> 4 : 4 * (t & 3);
-        x = ALONG_TILE ? 4 * (t & 15) : t >> 2;
+// Where thread t's fetched 4-vectors of one operand lie in a k step of a WIDTH-wide tile side
+// (WIDTH·16 elements, WIDTH/64 vectors per thread): along the tile index (m or n) when that is
+// the contiguous one — vector e = t + 256·l at k row e / (WIDTH/4), tile index 4·(e % (WIDTH/4)) —
+// else along k: tile index e / 4, k rows 4·(e % 4) … +3. Consecutive threads walk the contiguous
+// index, so a warp's loads coalesce.
+template <int WIDTH, bool ALONG_TILE>
+struct FetchSlots {
+    static constexpr int N = WIDTH / 64;
+    int kk[N], x[N];
+    __device__ __forceinline__ FetchSlots() {
+        for (int l = 0; l < N; ++l) {
+            const int e = threadIdx.x + LN_THREADS * l;
+            kk[l] = ALONG_TILE ? e / (WIDTH / 4) : 4 * (e & 3);
+            x[l] = ALONG_TILE ? 4 * (e % (WIDTH / 4)) : e >> 2;
+        }
     }
 };
 
-template <bool ALONG_TILE>
-__device__ __forceinline__ void stage(float (&dst)[LN_TK][LN_TILE + LN_SPAD], const FetchSlot<ALONG_TILE>& f,
-                                      float4 v) {
-    if (ALONG_TILE) {
-        st4(&dst[f.kk][f.x], v);
-    } else {
-        dst[f.kk][f.x] = v.x;
-        dst[f.kk + 1][f.x] = v.y;
-        dst[f.kk + 2][f.x] = v.z;
-        dst[f.kk + 3][f.x] = v.w;
+template <int WIDTH, bool ALONG_TILE>
+__device__ __forceinline__ void stage(float (&dst)[LN_TK][WIDTH + LN_SPAD], const FetchSlots<WIDTH, ALONG_TILE>& f,
+                                      const float4 (&v)[WIDTH / 64]) {
+#pragma unroll
+    for (int l = 0; l < WIDTH / 64; ++l) {
+        if (ALONG_TILE) {
+            st4(&dst[f.kk[l]][f.x[l]], v[l]);
+        } else {
+            dst[f.kk[l]][f.x[l]] = v[l].x;
+            dst[f.kk[l] + 1][f.x[l]] = v[l].y;
+            dst[f.kk[l] + 2][f.x[l]] = v[l].z;
+            dst[f.kk[l] + 3][f.x[l]] = v[l].w;
+        }
     }
 }
 
 // The operands' elements of the k step at k0 (zeros outside M, N, k_end).
-template <class A, class B>
+template <int TM, class A, class B>
 __device__ __forceinline__ void gemm_fetch(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
-                                           const FetchSlot<!A::second_contiguous>& fa,
-                                           const FetchSlot<B::second_contiguous>& fb, float4& ra, float4& rb) {
-    if (A::second_contiguous) {  // A(m, k) contiguous along k
-        const int m = m0 + fa.x, k = k0 + fa.kk;
-        ra = a.load4(m, k, m < M ? min(4, k_end - k) : 0);
-    } else {  // contiguous along m
-        const int m = m0 + fa.x, k = k0 + fa.kk;
-        ra = a.load4(m, k, k < k_end ? min(4, M - m) : 0);
+                                           const FetchSlots<16 * TM, !A::second_contiguous>& fa,
+                                           const FetchSlots<LN_TILE, B::second_contiguous>& fb,
+                                           float4 (&ra)[TM / 4], float4 (&rb)[1]) {
+#pragma unroll
+    for (int l = 0; l < TM / 4; ++l) {
+        const int m = m0 + fa.x[l], k = k0 + fa.kk[l];
+        ra[l] = A::second_contiguous ? a.load4(m, k, m < M ? min(4, k_end - k) : 0)   // along k
+                                     : a.load4(m, k, k < k_end ? min(4, M - m) : 0);  // along m
     }
-    if (B::second_contiguous) {  // B(k, n) contiguous along n
-        const int n = n0 + fb.x, k = k0 + fb.kk;
-        rb = b.load4(k, n, k < k_end ? min(4, N - n) : 0);
-    } else {  // contiguous along k
-        const int n = n0 + fb.x, k = k0 + fb.kk;
-        rb = b.load4(k, n, n < N ? min(4, k_end - k) : 0);
-    }
+    const int n = n0 + fb.x[0], k = k0 + fb.kk[0];
+    rb[0] = B::second_contiguous ? b.load4(k, n, k < k_end ? min(4, N - n) : 0)   // along n
+                                 : b.load4(k, n, n < N ? min(4, k_end - k) : 0);  // along k
 }
 
-// acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + 4·ty + i, k) · B(k, n0 + 4·tx + j), k in increasing
-// order. With `colsums` (B contiguous along n only), thread t < 64 also gets colsum = Σ_k B(k, n0+t).
-// Every thread of the block must call it with the same k range; it ends with a barrier.
-template <class A, class B>
+// acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + TM·ty + i, k) · B(k, n0 + 4·tx + j) (t = 16·ty + tx),
+// k in increasing order, for a tile of 16·TM rows × 64 columns. With `colsums` (B contiguous along
+// n only), thread t < 64 also gets colsum = Σ_k B(k, n0 + t). Every thread of the block must call
+// it with the same k range; it ends with a barrier.
+template <int TM, class A, class B>
 __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
-                          float (&acc)[4][4], bool colsums, float& colsum, GemmSmem& s) {
+                          float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
     const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < TM; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
     colsum = 0.f;
-    const FetchSlot<!A::second_contiguous> fa;
-    const FetchSlot<B::second_contiguous> fb;
-    float4 ra, rb, cs = make_float4(0.f, 0.f, 0.f, 0.f);
+    const FetchSlots<16 * TM, !A::second_contiguous> fa;
+    const FetchSlots<LN_TILE, B::second_contiguous> fb;
+    float4 ra[TM / 4], rb[1], cs = make_float4(0.f, 0.f, 0.f, 0.f);
     const bool sums = colsums && B::second_contiguous;
     if (k_begin < k_end) {
-        gemm_fetch(a, b, M, N, k_begin, k_end, m0, n0, fa, fb, ra, rb);
+        gemm_fetch<TM>(a, b, M, N, k_begin, k_end, m0, n0, fa, fb, ra, rb);
         stage(s.a[0], fa, ra);
         stage(s.b[0], fb, rb);
-        if (sums) add4(cs, rb);
+        if (sums) add4(cs, rb[0]);
     }
     __syncthreads();
     int buf = 0;
     for (int k0 = k_begin; k0 < k_end; k0 += LN_TK) {
         const bool more = k0 + LN_TK < k_end;
-        if (more) gemm_fetch(a, b, M, N, k0 + LN_TK, k_end, m0, n0, fa, fb, ra, rb);
+        if (more) gemm_fetch<TM>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, fa, fb, ra, rb);
 #pragma unroll
         for (int kk = 0; kk < LN_TK; ++kk) {
-            const float4 av = ld4(&s.a[buf][kk][4 * ty]);
-            const float4 bv = ld4(&s.b[buf][kk][4 * tx]);
-            const float ai[4] = {av.x, av.y, av.z, av.w}, bj[4] = {bv.x, bv.y, bv.z, bv.w};
+            float ai[TM];
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
+            for (int v = 0; v < TM / 4; ++v) {
+                const float4 x = ld4(&s.a[buf][kk][TM * ty + 4 * v]);
+                ai[4 * v] = x.x;
+                ai[4 * v + 1] = x.y;
+                ai[4 * v + 2] = x.z;
+                ai[4 * v + 3] = x.w;
+            }
+            const float4 bv = ld4(&s.b[buf][kk][4 * tx]);
+            const float bj[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < 4; ++j) acc[i][j] += ai[i] * bj[j];
         }
         if (more) {  // the other buffer was last read before the previous barrier
             stage(s.a[buf ^ 1], fa, ra);
             stage(s.b[buf ^ 1], fb, rb);
-            if (sums) add4(cs, rb);
+            if (sums) add4(cs, rb[0]);
         }
         __syncthreads();
         buf ^= 1;
     }
-    if (sums) {  // fold the 16 k rows of each column: red[k row][column] in buffer a
+    if (sums) {  // fold the 16 k rows of each column: red[k row][column] in buffer a (≥ 16·64 floats)
         float* red = &s.a[0][0][0];
-        st4(red + fb.kk * LN_TILE + fb.x, cs);
+        st4(red + fb.kk[0] * LN_TILE + fb.x[0], cs);
         __syncthreads();
         if (t < LN_TILE)
             for (int r = 0; r < LN_TK; ++r) colsum += red[r * LN_TILE + t];
@@ -207,51 +224,53 @@ __device__ bool splitk_fixup(float (&v)[COUNT], const int (&slot)[COUNT], bool a
     return true;
 }
 
-// A 64×64 tile (thread t's 4×4 block, 16-byte stores and loads) and its column sums. Slab:
-// LN_SLAB floats per split, 16-byte aligned (partials must be).
-__device__ bool tile_fixup(float (&acc)[4][4], bool colsums, float& colsum, int split, int splits, float* partials,
+// A tile (thread t's TM×4 block, 16-byte stores and loads) and its column sums. Slab:
+// LN_SLAB_OF(TM) floats per split, 16-byte aligned (partials must be).
+template <int TM>
+__device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int split, int splits, float* partials,
                            unsigned int* counter) {
     __shared__ int is_last;
     if (splits == 1) return true;
-    const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
-    float* mine = partials + (size_t)split * LN_SLAB;
-    for (int i = 0; i < 4; ++i)
-        st4(mine + (4 * ty + i) * LN_TILE + 4 * tx, make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
-    if (colsums && t < LN_TILE) mine[LN_TILE * LN_TILE + t] = colsum;
+    const int t = threadIdx.x, tx = t & 15, ty = t >> 4, slab = LN_SLAB_OF(TM), cols = 16 * TM * LN_TILE;
+    float* mine = partials + (size_t)split * slab;
+    for (int i = 0; i < TM; ++i)
+        st4(mine + (TM * ty + i) * LN_TILE + 4 * tx, make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+    if (colsums && t < LN_TILE) mine[cols + t] = colsum;
     __threadfence();
     __syncthreads();
     if (t == 0) is_last = atomicAdd(counter, 1u) == (unsigned int)(splits - 1);
     __syncthreads();
     if (!is_last) return false;
     __threadfence();
-    float4 total[4];
-    for (int i = 0; i < 4; ++i) total[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    constexpr int U = TM == 4 ? 4 : 2;  // splits read at a time: 16 vector loads in flight
+    float4 total[TM];
+    for (int i = 0; i < TM; ++i) total[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     float ctotal = 0.f;
     const bool mine_col = colsums && t < LN_TILE;
     int sp = 0;
-    for (; sp + 4 <= splits; sp += 4) {  // 16 vector loads in flight, added in split order
-        float4 x[4][4];
-        float c[4];
+    for (; sp + U <= splits; sp += U) {  // added in split order
+        float4 x[U][TM];
+        float c[U];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const float* p = partials + (size_t)(sp + q) * LN_SLAB;
+        for (int q = 0; q < U; ++q) {
+            const float* p = partials + (size_t)(sp + q) * slab;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) x[q][i] = ld4cg(p + (4 * ty + i) * LN_TILE + 4 * tx);
-            c[q] = mine_col ? __ldcg(p + LN_TILE * LN_TILE + t) : 0.f;
+            for (int i = 0; i < TM; ++i) x[q][i] = ld4cg(p + (TM * ty + i) * LN_TILE + 4 * tx);
+            c[q] = mine_col ? __ldcg(p + cols + t) : 0.f;
         }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < U; ++q) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) add4(total[i], x[q][i]);
+            for (int i = 0; i < TM; ++i) add4(total[i], x[q][i]);
             ctotal += c[q];
         }
     }
     for (; sp < splits; ++sp) {
-        const float* p = partials + (size_t)sp * LN_SLAB;
-        for (int i = 0; i < 4; ++i) add4(total[i], ld4cg(p + (4 * ty + i) * LN_TILE + 4 * tx));
-        if (mine_col) ctotal += __ldcg(p + LN_TILE * LN_TILE + t);
+        const float* p = partials + (size_t)sp * slab;
+        for (int i = 0; i < TM; ++i) add4(total[i], ld4cg(p + (TM * ty + i) * LN_TILE + 4 * tx));
+        if (mine_col) ctotal += __ldcg(p + cols + t);
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < TM; ++i) {
         acc[i][0] = total[i].x;
         acc[i][1] = total[i].y;
         acc[i][2] = total[i].z;
@@ -262,34 +281,37 @@ __device__ bool tile_fixup(float (&acc)[4][4], bool colsums, float& colsum, int 
     return true;
 }
 
-// One 64×64 output tile of C = A·B with K split `splits` ways; true in the block holding the
-// finished tile, whose thread owns acc[i][j] = C[m0 + 4·ty + i][n0 + 4·tx + j] (t = 16·ty + tx)
-// and, with `colsums`, thread t < 64 colsum = Σ_k B(k, n0 + t). partials: splits · LN_SLAB floats.
-template <class A, class B>
+// One output tile (16·TM rows × 64 columns) of C = A·B with K split `splits` ways; true in the
+// block holding the finished tile, whose thread owns acc[i][j] = C[m0 + TM·ty + i][n0 + 4·tx + j]
+// (t = 16·ty + tx) and, with `colsums`, thread t < 64 colsum = Σ_k B(k, n0 + t).
+// partials: splits · LN_SLAB_OF(TM) floats.
+template <int TM, class A, class B>
 __device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
-                            float* partials, unsigned int* counter, float (&acc)[4][4], bool colsums, float& colsum,
-                            GemmSmem& s) {
+                            float* partials, unsigned int* counter, float (&acc)[TM][4], bool colsums, float& colsum,
+                            GemmSmem<TM>& s) {
     int k_begin, k_end;
     split_range(K, split, splits, k_begin, k_end);
-    gemm_tile(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
-    return tile_fixup(acc, colsums, colsum, split, splits, partials, counter);
+    gemm_tile<TM>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
+    return tile_fixup<TM>(acc, colsums, colsum, split, splits, partials, counter);
 }
 
-// The epilogue's view of thread t's 4×4 block of the tile at (m0, n0): row(i) = m0 + 4·ty + i,
+// The epilogue's view of thread t's TM×4 block of the tile at (m0, n0): row(i) = m0 + TM·ty + i,
 // col(j) = n0 + 4·tx + j.
+template <int TM>
 struct TileAt {
     int m0, n0, tx, ty;
     __device__ TileAt(int m0_, int n0_) : m0(m0_), n0(n0_), tx(threadIdx.x & 15), ty(threadIdx.x >> 4) {}
-    __device__ int m(int i) const { return m0 + 4 * ty + i; }
+    __device__ int m(int i) const { return m0 + TM * ty + i; }
     __device__ int n(int j) const { return n0 + 4 * tx + j; }
 };
 
 // Block x of a launch over tiles_m · tiles_n tiles (n fastest), each split `splits` ways.
-struct TileCoords : TileAt {
+template <int TM>
+struct TileCoords : TileAt<TM> {
     int tile, split;
     __device__ TileCoords(int splits, int N)
-        : TileAt(((blockIdx.x / splits) / ((N + LN_TILE - 1) / LN_TILE)) * LN_TILE,
-                 ((blockIdx.x / splits) % ((N + LN_TILE - 1) / LN_TILE)) * LN_TILE),
+        : TileAt<TM>(((blockIdx.x / splits) / ((N + LN_TILE - 1) / LN_TILE)) * 16 * TM,
+                     ((blockIdx.x / splits) % ((N + LN_TILE - 1) / LN_TILE)) * LN_TILE),
           tile(blockIdx.x / splits), split(blockIdx.x % splits) {}
 };
 
@@ -343,12 +365,14 @@ __device__ bool colsum_splitk(const F& f, int N, int K, int n0, int split, int s
 // W(k, n) = W[k·N + n] ("x W", the forward) or, when transposed, W[n·K + k] ("∂y Wᵀ").
 // Threads are (group, column). A narrow N leaves several groups: they take different rows and,
 // when there are fewer rows than groups, different k ranges, whose partial sums meet in
-// `scratch` (256 floats of shared memory). Each thread issues 16 weight loads at a time (four
-// 16-byte loads along a row in the transposed case), so L2 latency is paid once per 16 k. `in` rows are read 4 floats at a time up to a
+// `scratch` (256 floats of shared memory). Each thread issues 64 weight loads at a time (16-byte
+// loads along a row in the transposed case), so L2 latency is paid once per 64 k: the fused
+// kernel's chain of dependent phases is what bounds a small batch (H200, 2026-12-02). `in` rows are read 4 floats at a time up to a
 // multiple of 16: ldi must be a multiple of 16, `in` 16-byte aligned and its padding zero.
-// Ends with a barrier, so `out` is ready for every thread.
-#define LN_KCHUNK 16
-__device__ void rows_matmul(const float* in, int ldi, int R, const float* W, int K, int N, bool transposed,
+// Ends with a barrier, so `out` is ready for every thread. Not inlined: one copy serves the six
+// call sites of the fused kernel, whose registers would otherwise spill.
+#define LN_KCHUNK 64
+__device__ __noinline__ void rows_matmul(const float* in, int ldi, int R, const float* W, int K, int N, bool transposed,
                             const float* bias, float* out, int ldo, float* scratch) {
     const int ncols = min((N + 31) & ~31, (int)blockDim.x);
     const int groups = blockDim.x / ncols;
@@ -367,11 +391,19 @@ __device__ void rows_matmul(const float* in, int ldi, int R, const float* W, int
         if (active) {
             for (int k0 = k_begin; k0 < k_end; k0 += LN_KCHUNK) {
                 float w[LN_KCHUNK];
-                if (transposed && vec_rows && k0 + LN_KCHUNK <= k_end) {  // one weight row: 4 × 16 bytes
+                if (transposed && vec_rows) {  // one weight row: 16-byte loads
                     const float* q = W + (size_t)n * K + k0;
 #pragma unroll
                     for (int v = 0; v < LN_KCHUNK / 4; ++v) {
-                        const float4 x = ld4(q + 4 * v);
+                        const int k = k0 + 4 * v;
+                        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+                        if (k + 3 < k_end) {
+                            x = ld4(q + 4 * v);
+                        } else if (k < k_end) {
+                            x.x = q[4 * v];
+                            if (k + 1 < k_end) x.y = q[4 * v + 1];
+                            if (k + 2 < k_end) x.z = q[4 * v + 2];
+                        }
                         w[4 * v] = x.x;
                         w[4 * v + 1] = x.y;
                         w[4 * v + 2] = x.z;
@@ -385,14 +417,18 @@ __device__ void rows_matmul(const float* in, int ldi, int R, const float* W, int
                     }
                 }
 #pragma unroll
-                for (int q = 0; q < LN_KCHUNK; q += 4)
-                    for (int i = 0; i < LN_ROWS_MAX; ++i) {
-                        const int r = rg + i * row_groups;
-                        if (r < R) {
-                            const float4 x = *reinterpret_cast<const float4*>(in + r * ldi + k0 + q);
-                            acc[i] += ((x.x * w[q] + x.y * w[q + 1]) + x.z * w[q + 2]) + x.w * w[q + 3];
+                for (int q16 = 0; q16 < LN_KCHUNK; q16 += 16) {
+                    if (k0 + q16 >= k_end) break;  // rows are padded to 16 floats: stay inside the row
+#pragma unroll
+                    for (int q = q16; q < q16 + 16; q += 4)
+                        for (int i = 0; i < LN_ROWS_MAX; ++i) {
+                            const int r = rg + i * row_groups;
+                            if (r < R) {
+                                const float4 x = *reinterpret_cast<const float4*>(in + r * ldi + k0 + q);
+                                acc[i] += ((x.x * w[q] + x.y * w[q + 1]) + x.z * w[q + 2]) + x.w * w[q + 3];
+                            }
                         }
-                    }
+                }
             }
         }
         const float b = (active && bias) ? bias[n] : 0.f;

@@ -9,26 +9,32 @@
 //                            — one product xᵀ·∂y; the blocks of the first tile row also sum ∂y's
 //                            columns from the loads they already make (gemm.cuh colsums) for ∂b.
 //
-// Launch: 256 threads; grid = tiles_m · tiles_n · splits with 64×64 tiles over the output
-// ((B, n_out), (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile
-// x / splits, split x % splits). scratch ≥ tiles·splits·LN_SLAB floats when splits > 1; counters ≥
-// tiles zeroed unsigned ints, left zeroed. Limits: none on the sizes beyond int indexing.
+// Two versions of each, chosen per product in litenet/train/cuda/geometry.py (Gemm.tall): tiles of
+// 64 rows × 64 columns (the plain names), or 128 × 64 (the `_tall` names: 8 rows per thread, fewer
+// shared-memory reads and L2 bytes per multiply-add; for products with many rows).
+//
+// Launch: 256 threads; grid = tiles_m · tiles_n · splits with tiles over the output ((B, n_out),
+// (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile x / splits,
+// split x % splits). scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats when splits > 1 (TM = 4, or 8 for
+// _tall); counters ≥ tiles zeroed unsigned ints, left zeroed. Limits: none on the sizes beyond int
+// indexing.
 #include "common.cuh"
 #include "gemm.cuh"
 
 // GELU or not, selected here once for both forward kernels.
-template <bool GELU>
+template <int TM, bool GELU>
 __device__ void linear_forward_body(const float* x, const float* W, const float* bias, float* u, float* a, int B,
                                     int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem smem;
-    const TileCoords tc(splits, n_out);
-    float acc[4][4], unused;
-    if (!gemm_splitk(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
+    __shared__ GemmSmem<TM> smem;
+    const TileCoords<TM> tc(splits, n_out);
+    float acc[TM][4], unused;
+    if (!gemm_splitk<TM>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
+                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
+                         smem))
         return;
     float b[4];
     for (int j = 0; j < 4; ++j) b[j] = tc.n(j) < n_out ? bias[tc.n(j)] : 0.f;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < TM; ++i) {
         if (tc.m(i) >= B) continue;
         float v[4], g[4];
         for (int j = 0; j < 4; ++j) {
@@ -40,42 +46,79 @@ __device__ void linear_forward_body(const float* x, const float* W, const float*
     }
 }
 
+template <int TM>
+__device__ void linear_backward_input_body(const float* dy, const float* W, float* dx, int B, int n_in, int n_out,
+                                           int splits, float* scratch, unsigned int* counters) {
+    __shared__ GemmSmem<TM> smem;
+    const TileCoords<TM> tc(splits, n_in);
+    float acc[TM][4], unused;
+    // B operand (k = o, n = i) is W[i, o]: W read as a transposed view.
+    if (!gemm_splitk<TM>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split, splits,
+                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
+                         smem))
+        return;
+    for (int i = 0; i < TM; ++i)
+        if (tc.m(i) < B) store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
+}
+
+template <int TM>
+__device__ void linear_backward_weight_body(const float* x, const float* dy, float* dW, float* db, int B, int n_in,
+                                            int n_out, int splits, float* scratch, unsigned int* counters) {
+    __shared__ GemmSmem<TM> smem;
+    const TileCoords<TM> tc(splits, n_out);
+    const bool bias_row = tc.m0 == 0;  // the first tile row also sums ∂y's columns: ∂b
+    float acc[TM][4], db_sum;
+    // A(i, b) = x[b, i]: x read as a transposed view.
+    if (!gemm_splitk<TM>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0, tc.split, splits,
+                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, bias_row, db_sum,
+                         smem))
+        return;
+    for (int i = 0; i < TM; ++i)
+        if (tc.m(i) < n_in) store_row4(dW, n_out, tc.m(i), tc.n(0), n_out, acc[i]);
+    if (bias_row && threadIdx.x < LN_TILE && tc.n0 + (int)threadIdx.x < n_out) db[tc.n0 + threadIdx.x] = db_sum;
+}
+
 extern "C" __global__ void linear_forward(const float* x, const float* W, const float* bias, float* y, int B, int n_in,
                                           int n_out, int splits, float* scratch, unsigned int* counters) {
-    linear_forward_body<false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
+    linear_forward_body<4, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_forward_tall(const float* x, const float* W, const float* bias, float* y, int B,
+                                               int n_in, int n_out, int splits, float* scratch,
+                                               unsigned int* counters) {
+    linear_forward_body<8, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
 }
 
 extern "C" __global__ void linear_gelu_forward(const float* x, const float* W, const float* bias, float* u, float* a,
                                                int B, int n_in, int n_out, int splits, float* scratch,
                                                unsigned int* counters) {
-    linear_forward_body<true>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
+    linear_forward_body<4, true>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_gelu_forward_tall(const float* x, const float* W, const float* bias, float* u,
+                                                    float* a, int B, int n_in, int n_out, int splits, float* scratch,
+                                                    unsigned int* counters) {
+    linear_forward_body<8, true>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
 }
 
 extern "C" __global__ void linear_backward_input(const float* dy, const float* W, float* dx, int B, int n_in, int n_out,
                                                  int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem smem;
-    const TileCoords tc(splits, n_in);
-    float acc[4][4], unused;
-    // B operand (k = o, n = i) is W[i, o]: W read as a transposed view.
-    if (!gemm_splitk(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, false, unused, smem))
-        return;
-    for (int i = 0; i < 4; ++i)
-        if (tc.m(i) < B) store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
+    linear_backward_input_body<4>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_backward_input_tall(const float* dy, const float* W, float* dx, int B, int n_in,
+                                                      int n_out, int splits, float* scratch, unsigned int* counters) {
+    linear_backward_input_body<8>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
 }
 
 extern "C" __global__ void linear_backward_weight(const float* x, const float* dy, float* dW, float* db, int B,
                                                   int n_in, int n_out, int splits, float* scratch,
                                                   unsigned int* counters) {
-    __shared__ GemmSmem smem;
-    const TileCoords tc(splits, n_out);
-    const bool bias_row = tc.m0 == 0;  // the first tile row also sums ∂y's columns: ∂b
-    float acc[4][4], db_sum;
-    // A(i, b) = x[b, i]: x read as a transposed view.
-    if (!gemm_splitk(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0, tc.split, splits,
-                     scratch + (size_t)tc.tile * splits * LN_SLAB, counters + tc.tile, acc, bias_row, db_sum, smem))
-        return;
-    for (int i = 0; i < 4; ++i)
-        if (tc.m(i) < n_in) store_row4(dW, n_out, tc.m(i), tc.n(0), n_out, acc[i]);
-    if (bias_row && threadIdx.x < LN_TILE && tc.n0 + (int)threadIdx.x < n_out) db[tc.n0 + threadIdx.x] = db_sum;
+    linear_backward_weight_body<4>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_backward_weight_tall(const float* x, const float* dy, float* dW, float* db, int B,
+                                                       int n_in, int n_out, int splits, float* scratch,
+                                                       unsigned int* counters) {
+    linear_backward_weight_body<8>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
 }

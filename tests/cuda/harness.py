@@ -16,7 +16,7 @@ import numpy as np
 from litenet.model import ModelConfig, param_layout, param_views
 from litenet.train import reference as ref
 from litenet.train.cuda.check import compare
-from litenet.train.cuda.geometry import SLAB, weight_grad_jobs
+from litenet.train.cuda.geometry import SLAB, TALL, TILE, slab, weight_grad_jobs
 from litenet.train.cuda.layout import StatsLayout, param_offsets
 
 i32, f32 = np.int32, np.float32
@@ -76,12 +76,17 @@ def _nan(r, shape):
     return r.put(np.full(shape, np.nan, f32))
 
 
-def _splitk(r, tiles, splits, slab=SLAB):
-    return r.put(np.zeros(max(tiles * splits * slab, 1), f32)), r.put(np.zeros(tiles, np.uint32))
+def _splitk(r, tiles, splits, floats=SLAB):
+    return r.put(np.zeros(max(tiles * splits * floats, 1), f32)), r.put(np.zeros(tiles, np.uint32))
 
 
-def _tiles(M, N):
-    return math.ceil(M / 64) * math.ceil(N / 64)
+def _tiles(M, N, rows=TILE):
+    return math.ceil(M / rows) * math.ceil(N / 64)
+
+
+def _version(name):
+    """(the kernel's base name, its tile rows): `_tall` versions use 128-row tiles."""
+    return (name[:-5], TALL) if name.endswith("_tall") else (name, TILE)
 
 
 def _schedule(r, rng, N, B):
@@ -98,8 +103,10 @@ def _flipped(images, index, flip):
 
 # -- the cases ---------------------------------------------------------------------------------------
 
-@case("embed_inputs", "embed_forward", "embed_forward_rows", "embed_backward")
-def _embed(r, rng, name, B, d=1, embed="channel-sum", shift=0.0, splits=1, rows=1, parts=1):
+@case("embed_inputs", "embed_forward", "embed_forward_rows", "embed_backward", "embed_forward_tall",
+      "embed_backward_tall")
+def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, rows=1, parts=1):
+    name, tile = _version(kernel)
     N, K = B + 5, 1024 if embed == "channel-sum" else 3072
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
     batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
@@ -119,32 +126,34 @@ def _embed(r, rng, name, B, d=1, embed="channel-sum", shift=0.0, splits=1, rows=
         return {"h0": out, "S": S}, {"h0": want, "S": s64}, {"h0": 3 * K, "S": 3}, None
     S = r.put(ref.embed_inputs(ref.pixels_to_float(x, f32), embed, f32(shift)).astype(f32))
     if name == "embed_forward":
-        tiles = _tiles(B, d)
-        scratch, counters = _splitk(r, tiles, splits)
+        tiles = _tiles(B, d, tile)
+        scratch, counters = _splitk(r, tiles, splits, slab(tile))
         out = _nan(r, (B, d))
-        r.launch(name, tiles * splits, (S, r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+        r.launch(kernel, tiles * splits, (S, r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
         return {"h0": out}, {"h0": ref.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
     dh = rng.standard_normal((B, d)).astype(f32)
-    tiles = _tiles(K, d)
-    scratch, counters = _splitk(r, tiles, splits)
+    tiles = _tiles(K, d, tile)
+    scratch, counters = _splitk(r, tiles, splits, slab(tile))
     out = _nan(r, (K, d))
-    r.launch(name, tiles * splits, (S, r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+    r.launch(kernel, tiles * splits, (S, r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
     want = ref.embed_backward(dh.astype(np.float64), x, W.astype(np.float64), embed, shift)[0]
     return {"∂We": out}, {"∂We": want}, {"∂We": 3 * B}, counters
 
 
-@case("linear_forward", "linear_gelu_forward", "linear_backward_input", "linear_backward_weight")
-def _linear(r, rng, name, B, n_in, n_out, splits=1):
+@case("linear_forward", "linear_gelu_forward", "linear_backward_input", "linear_backward_weight",
+      "linear_forward_tall", "linear_gelu_forward_tall", "linear_backward_input_tall", "linear_backward_weight_tall")
+def _linear(r, rng, kernel, B, n_in, n_out, splits=1):
+    name, tile = _version(kernel)
     x = rng.standard_normal((B, n_in)).astype(f32)
     W = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(f32)
     b = rng.standard_normal(n_out).astype(f32)
     dy = rng.standard_normal((B, n_out)).astype(f32)
     x64, W64, b64, dy64 = (a.astype(np.float64) for a in (x, W, b, dy))
     if name in ("linear_forward", "linear_gelu_forward"):
-        tiles = _tiles(B, n_out)
-        scratch, counters = _splitk(r, tiles, splits)
+        tiles = _tiles(B, n_out, tile)
+        scratch, counters = _splitk(r, tiles, splits, slab(tile))
         outs = [_nan(r, (B, n_out)) for _ in range(1 if name == "linear_forward" else 2)]
-        r.launch(name, tiles * splits, (r.put(x), r.put(W), r.put(b), *outs, i32(B), i32(n_in), i32(n_out), i32(splits),
+        r.launch(kernel, tiles * splits, (r.put(x), r.put(W), r.put(b), *outs, i32(B), i32(n_in), i32(n_out), i32(splits),
                                         scratch, counters))
         if name == "linear_forward":
             return {"y": outs[0]}, {"y": ref.linear_forward(x64, W64, b64)}, {"y": n_in}, counters
@@ -152,16 +161,16 @@ def _linear(r, rng, name, B, n_in, n_out, splits=1):
         return {"u": outs[0], "a": outs[1]}, {"u": u, "a": a}, {"u": n_in, "a": n_in}, counters
     dx_ref, dW_ref, db_ref = ref.linear_backward(dy64, x64, W64)
     if name == "linear_backward_input":
-        tiles = _tiles(B, n_in)
-        scratch, counters = _splitk(r, tiles, splits)
+        tiles = _tiles(B, n_in, tile)
+        scratch, counters = _splitk(r, tiles, splits, slab(tile))
         dx = _nan(r, (B, n_in))
-        r.launch(name, tiles * splits, (r.put(dy), r.put(W), dx, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
+        r.launch(kernel, tiles * splits, (r.put(dy), r.put(W), dx, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
                                         counters))
         return {"∂x": dx}, {"∂x": dx_ref}, {"∂x": n_out}, counters
-    tiles = _tiles(n_in, n_out)
-    scratch, counters = _splitk(r, tiles, splits)
+    tiles = _tiles(n_in, n_out, tile)
+    scratch, counters = _splitk(r, tiles, splits, slab(tile))
     dW, db = _nan(r, (n_in, n_out)), _nan(r, (n_out,))
-    r.launch(name, tiles * splits, (r.put(x), r.put(dy), dW, db, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
+    r.launch(kernel, tiles * splits, (r.put(x), r.put(dy), dW, db, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
                                     counters))
     return {"∂W": dW, "∂b": db}, {"∂W": dW_ref, "∂b": db_ref}, {"∂W": B, "∂b": B}, counters
 
@@ -194,7 +203,7 @@ def _layernorm(r, rng, name, B, d, splits=1):
     ds_ref, dg_ref, db_ref = ref.residual_layernorm_backward(dy.astype(np.float64), (nrm.astype(np.float64),
                                                              rstd.astype(np.float64)[:, None]), gamma.astype(np.float64))
     tiles = math.ceil(2 * d / 64)
-    scratch, counters = _splitk(r, tiles, splits, slab=64)
+    scratch, counters = _splitk(r, tiles, splits, 64)
     ds, dg, db = _nan(r, (B, d)), _nan(r, (d,)), _nan(r, (d,))
     r.launch(name, rows + tiles * splits, (r.put(dy), r.put(nrm), r.put(rstd), r.put(gamma), ds, dg, db, i32(B), i32(d),
                                            i32(rows), i32(splits), scratch, counters))

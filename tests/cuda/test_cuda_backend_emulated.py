@@ -21,13 +21,14 @@ def pair(model, train, plan, dtype=np.float32, **options):
     return backend_pair(model, train, plan, EmuDevice(), dtype=dtype, **options)
 
 
-@pytest.mark.parametrize("plan,embed", [("fused", "rows"), ("fused", "tiles"), ("ops", "rows"), ("ops", "tiles")])
+@pytest.mark.parametrize("plan,embed,tall", [("fused", "rows", None), ("fused", "tiles", None), ("ops", "rows", None),
+                                             ("ops", "tiles", None), ("ops", "tiles", True)])
 @pytest.mark.parametrize("model,loss", [(SMALL, "margin"), (FULL, "cross-entropy")])
-def test_one_step_equals_reference(model, loss, plan, embed):
+def test_one_step_equals_reference(model, loss, plan, embed, tall):
     """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy, with
-    each version of the embedding."""
+    each version of the embedding, and with tall (128-row) tiles for every product."""
     train = TrainConfig(batch_size=12, loss=loss)
-    cuda, ref = pair(model, train, plan, dtype=np.float64, embed=embed)
+    cuda, ref = pair(model, train, plan, dtype=np.float64, embed=embed, tall=tall)
     compare_one_step(cuda, ref, model, 12)
 
 

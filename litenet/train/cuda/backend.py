@@ -23,7 +23,9 @@ from litenet.train.cuda.layout import StatsLayout, param_offsets
 from litenet.train.cuda.plans import Plans, arena_plan
 
 PLANS = ("auto", "fused", "ops")
-EMBEDS = ("auto", "rows", "tiles")  # the embedding's version (geometry.choose_embed); tests and benchmarks pick one
+# The embedding's version (geometry.choose_embed) and the products' tile shape (geometry.choose_tall;
+# None: chosen per product, True/False: tall tiles everywhere or nowhere): tests and benchmarks pick.
+EMBEDS = ("auto", "rows", "tiles")
 ACTIVATIONS = ("S", "X", "U", "A", "NRM", "RSTD", "Z", "DY", "DS", "DH0", "G1", "G2", "G3", "GH", "DZ", "PS")
 
 
@@ -34,7 +36,7 @@ class CudaBackend:
 
     def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, check_kernels: int = 0,
                  plan: str = "auto", graph: bool = True, steps_per_graph: int = 8, device=None,
-                 capacity: int | None = None, embed: str = "auto"):
+                 capacity: int | None = None, embed: str = "auto", tall: bool | None = None):
         if plan not in PLANS:
             raise LiteNetError(f"plan must be one of {', '.join(PLANS)}; got {plan!r}")
         if embed not in EMBEDS:
@@ -49,7 +51,7 @@ class CudaBackend:
             device = CupyDevice()
         self.model, self.train, self.dev = model, train, device
         self.batch = train.batch_size
-        self.geometry = Geometry(model, self.batch, device.sm_count, embed)
+        self.geometry = Geometry(model, self.batch, device.sm_count, embed, tall)
         self.plan = choose_plan(self.geometry) if plan == "auto" else plan
         if self.plan == "fused" and not self.geometry.fused_ok:
             raise LiteNetError("this model's rows do not fit the fused kernel's shared memory; use plan='ops'")

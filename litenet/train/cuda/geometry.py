@@ -1,4 +1,4 @@
-"""Launch shapes: how each product is cut into 64×64 tiles and K splits, the embedding's version
+"""Launch shapes: how each product is cut into tiles (64 or 128 rows × 64) and K splits, the embedding's version
 and rows per block, the fused kernel's rows per block, the weight-gradient job table, and the
 choice between the two step plans.
 
@@ -16,11 +16,12 @@ import numpy as np
 from litenet.model import ModelConfig
 
 TILE = 64
-SLAB = TILE * TILE + TILE  # floats per split-K partial: the tile and its column sums (gemm.cuh LN_SLAB)
+SLAB = TILE * TILE + TILE  # floats per split-K partial of a 64 × 64 tile and its column sums (gemm.cuh LN_SLAB)
 THREADS = 256
 SPLITS_MAX = 16  # the last block of a tile reads every split's 16 KiB partial: keep that under 256 KiB
 SMEM_LIMIT = 48 * 1024  # static + dynamic shared memory every CUDA GPU grants without opting in
 ROWS_MAX = 16  # kernels/gemm.cuh LN_ROWS_MAX
+LAYOUT_MAX = 64  # kernels/fused_rows.cu LN_LAYOUT_MAX: parameter offsets held in shared memory
 JOB_EMBED, JOB_FC1, JOB_FC2, JOB_HEAD, JOB_LAYERNORM = range(5)  # kernels/fused_weight_grads.cu
 
 
@@ -34,22 +35,49 @@ def choose_splits(tiles: int, K: int, sm_count: int, share: float = 1.0) -> int:
     return int(max(1, min(want, K // 64, SPLITS_MAX)))
 
 
+def slab(tile_rows: int) -> int:
+    """Floats per split-K partial of a tile of `tile_rows` × 64: the tile and its column sums."""
+    return tile_rows * TILE + TILE
+
+
+TALL = 128  # rows of a "tall" tile (kernels' _tall versions: 8 rows per thread)
+
+
+def choose_tall(M: int, N: int, sm_count: int) -> bool:
+    """Tall tiles (128 × 64) read a quarter fewer shared-memory and L2 bytes per multiply-add than
+    64 × 64 ones but make half as many tiles: worth it once the product has at least half a wave
+    of them (split-K fills the rest)."""
+    return math.ceil(M / TALL) * math.ceil(N / TILE) >= sm_count // 2
+
+
 @dataclass(frozen=True)
 class Gemm:
-    """C (M × N) = A (M × K) · B (K × N) cut into 64×64 tiles and `splits` K ranges."""
+    """C (M × N) = A (M × K) · B (K × N) cut into tiles of 64 or 128 (tall) rows × 64 columns and
+    `splits` K ranges."""
 
     M: int
     N: int
     K: int
     splits: int
+    tall: bool = False
 
     @classmethod
-    def plan(cls, M, N, K, sm_count) -> "Gemm":
-        return cls(M, N, K, choose_splits(math.ceil(M / TILE) * math.ceil(N / TILE), K, sm_count))
+    def plan(cls, M, N, K, sm_count, tall: bool | None = None) -> "Gemm":
+        tall = choose_tall(M, N, sm_count) if tall is None else tall
+        rows = TALL if tall else TILE
+        return cls(M, N, K, choose_splits(math.ceil(M / rows) * math.ceil(N / TILE), K, sm_count), tall)
+
+    @property
+    def tile_rows(self) -> int:
+        return TALL if self.tall else TILE
+
+    def kernel(self, name: str) -> str:
+        """The version of kernel `name` for this tile shape."""
+        return name + "_tall" if self.tall else name
 
     @property
     def tiles(self) -> int:
-        return math.ceil(self.M / TILE) * math.ceil(self.N / TILE)
+        return math.ceil(self.M / self.tile_rows) * math.ceil(self.N / TILE)
 
     @property
     def grid(self) -> int:
@@ -57,7 +85,7 @@ class Gemm:
 
     @property
     def scratch(self) -> int:
-        return self.tiles * self.splits * SLAB if self.splits > 1 else 0
+        return self.tiles * self.splits * slab(self.tile_rows) if self.splits > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -80,10 +108,10 @@ class ColSum:
 class Geometry:
     """Every launch shape of one model at one batch size on a GPU with `sm_count` multiprocessors."""
 
-    def __init__(self, model: ModelConfig, batch: int, sm_count: int, embed: str = "auto"):
+    def __init__(self, model: ModelConfig, batch: int, sm_count: int, embed: str = "auto", tall: bool | None = None):
         B, d, H, C, K = batch, model.width, model.hidden, model.classes, model.embed_inputs
         self.model, self.batch, self.sm_count = model, batch, sm_count
-        g = lambda M, N, K_: Gemm.plan(M, N, K_, sm_count)  # noqa: E731
+        g = lambda M, N, K_: Gemm.plan(M, N, K_, sm_count, tall)  # noqa: E731
         self.gemms = {  # ∂W products also give ∂b (the first tile row sums ∂y's columns)
             "embed_forward": g(B, d, K), "embed_backward": g(K, d, B),
             "fc1_forward": g(B, H, d), "fc2_forward": g(B, d, H), "head_forward": g(B, C, d),
@@ -143,8 +171,11 @@ def fused_rows_shape(model: ModelConfig, batch: int, sm_count: int) -> tuple[int
     r16 = lambda n: (n + 15) // 16 * 16  # noqa: E731  (rows padded for 16-wide k chunks)
     per_row = 4 * (4 * r16(model.width) + r16(model.hidden) + r16(model.classes))
     fixed = 4 * (32 + 256)  # block_sum scratch, rows_matmul's partial sums
+    static = 4 * LAYOUT_MAX  # the parameter offsets (static shared memory)
+    if 6 * model.blocks + 4 > LAYOUT_MAX:
+        return 0, 0
     rows = max(1, min(ROWS_MAX, batch // max(sm_count, 1)))
-    while rows > 0 and rows * per_row + fixed > SMEM_LIMIT:
+    while rows > 0 and rows * per_row + fixed + static > SMEM_LIMIT:
         rows -= 1
     return rows, (rows * per_row + fixed if rows else 0)
 

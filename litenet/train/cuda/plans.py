@@ -122,13 +122,14 @@ class Plans:
                            check=tw.embed_forward_rows(out) if check else None)]
         gm, sk = self._splitk("embed_forward")
         return [Launch("embed_inputs", B, pixels + (v["S"], i32(B)), check=tw.embed_inputs() if check else None),
-                Launch("embed_forward", gm.grid, (v["S"], W, out, i32(B), i32(K), i32(d)) + sk,
+                Launch(gm.kernel("embed_forward"), gm.grid, (v["S"], W, out, i32(B), i32(K), i32(d)) + sk,
                        check=tw.embed_forward(out) if check else None)]
 
     def _linear(self, kernel, gemm, x, w, b, outs, n_in, n_out, check) -> Launch:
         gm, sk = self._splitk(gemm)
         args = (x, self.pv[w], self.pv[b], *outs, i32(self.g.batch), i32(n_in), i32(n_out)) + sk
-        return Launch(kernel, gm.grid, args, check=self.tw.linear_forward(kernel, x, w, b, outs) if check else None)
+        return Launch(gm.kernel(kernel), gm.grid, args,
+                      check=self.tw.linear_forward(kernel, x, w, b, outs) if check else None)
 
     def _block_forward(self, i: int, check=True) -> list[Launch]:
         B, d, H, _, _, _ = self._dims()
@@ -219,7 +220,7 @@ class Plans:
                               (v["G2"], v["G3"], v["G1"], i32(B * d), v["ctr"], v["stats"], i32(st.width),
                                i32(st.path + 3 * i)), check=tw.residual_join(i)))
         gm, sk = self._splitk("embed_backward")
-        out.append(Launch("embed_backward", gm.grid, (v["S"], v["G1"], gv["embed.weight"], i32(B), i32(K), i32(d)) + sk,
+        out.append(Launch(gm.kernel("embed_backward"), gm.grid, (v["S"], v["G1"], gv["embed.weight"], i32(B), i32(K), i32(d)) + sk,
                           check=tw.embed_backward()))
         out.append(Launch("grad_norm_sq", math.ceil(self.P / 4096), (v["grads"], v["layout"], i32(self.T), v["ctr"],
                                                                      v["stats"], i32(st.width)),
@@ -230,9 +231,10 @@ class Plans:
     def _backward_weight(self, gemm, x, dy, w, b, n_in, n_out) -> Launch:
         gm, sk = self._splitk(gemm)
         args = (x, dy, self.gv[w], self.gv[b], i32(self.g.batch), i32(n_in), i32(n_out)) + sk
-        return Launch("linear_backward_weight", gm.grid, args, check=self.tw.linear_backward_weight(x, dy, w, b))
+        return Launch(gm.kernel("linear_backward_weight"), gm.grid, args,
+                      check=self.tw.linear_backward_weight(x, dy, w, b))
 
     def _backward_input(self, gemm, dy, w, dx, n_in, n_out) -> Launch:
         gm, sk = self._splitk(gemm)
         args = (dy, self.pv[w], dx, i32(self.g.batch), i32(n_in), i32(n_out)) + sk
-        return Launch("linear_backward_input", gm.grid, args, check=self.tw.linear_backward_input(dy, w, dx))
+        return Launch(gm.kernel("linear_backward_input"), gm.grid, args, check=self.tw.linear_backward_input(dy, w, dx))

@@ -156,6 +156,7 @@ void launch(void (*f)(A...), const unsigned* dims, size_t smem_bytes, void** arg
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__
 #define __shared__ static
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
