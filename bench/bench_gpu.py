@@ -123,7 +123,9 @@ def bench_litenet(cupy, model, train, params, images, labels, sched, plan, steps
     backend.train_steps(batches[:steps], lrs[:steps], flips[:steps])
     loss = backend.fetch_stats()["loss"]
     report = backend.memory_report()
-    out = {"ms": ms, "plan": backend.plan, "arena_bytes": report["arena_bytes"],
+    g = backend.geometry
+    out = {"ms": ms, "plan": backend.plan, "embed": g.embed_variant,
+           "tall": [k for k, v in g.gemms.items() if v.tall], "arena_bytes": report["arena_bytes"],
            "memory_bytes": report["arena_bytes"] + report["dataset_bytes"], "last_loss": float(loss[-1]),
            "launches_per_step": len(backend._steps)}
     del backend
