@@ -6,6 +6,7 @@
 #
 #   OUT=/tmp/gpu bench/gpu_session.sh "litenet-seed 64 fused" "wide 4096 ops tall=no"
 #   TESTS=0 BENCH_ARGS="--presets wide" bench/gpu_session.sh      # skip the tests, one preset
+#   TOTAL_S=200 …                                                  # the bench gets what is left of 200 s
 set -u
 OUT=${OUT:-/tmp/litenet-gpu}
 mkdir -p "$OUT"
@@ -25,7 +26,9 @@ if [ $# -gt 0 ]; then
     grep -E '^[a-z]' "$OUT/kernel_times.log"
 fi
 if [ "${BENCH:-1}" != 0 ]; then
-    timeout "${BENCH_S:-150}" python3 bench/bench_gpu.py --out "$OUT/bench.md" --repeats "${REPEATS:-11}" ${BENCH_ARGS:-} \
+    left=${BENCH_S:-150}
+    [ -n "${TOTAL_S:-}" ] && left=$((TOTAL_S - $(date +%s) + start - 5))  # what the earlier stages left
+    timeout "$left" python3 bench/bench_gpu.py --out "$OUT/bench.md" --repeats "${REPEATS:-11}" ${BENCH_ARGS:-} \
         >"$OUT/bench.log" 2>&1
     stamp "bench (rc $?):"
     grep -E '^# ceil' "$OUT/bench.log"
