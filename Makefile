@@ -111,13 +111,14 @@ insight-experiments: $(VENV)/.installed-train data  ## rerun the seed's lr scan 
 # --- Runtime --- (litenet/runtime, litenet-infer; docs/runtime.md)
 SHIP_PRESET := litenet-base
 SHIP_WORK ?= runs/ship-$(SHIP_PRESET)
+SHIP_OUT ?= models/$(SHIP_PRESET)
 
 .PHONY: ship-model
-ship-model:  ## train litenet-base (make train) and export it (make export-int8) in SHIP_WORK, then copy what inference needs into models/litenet-base
+ship-model:  ## train litenet-base (make train) and export it (make export-int8) in SHIP_WORK, then copy what inference needs into SHIP_OUT
 	@if [ -f $(SHIP_WORK)/weights.safetensors ]; then echo "ship-model: reusing the training run in $(SHIP_WORK) (delete it to retrain)"; \
 	  else $(MAKE) --no-print-directory train PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK); fi
 	$(MAKE) --no-print-directory export-int8 PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK)
-	$(PY) scripts/ship_model.py $(SHIP_WORK) models/$(SHIP_PRESET)
+	$(PY) scripts/ship_model.py $(SHIP_WORK) $(SHIP_OUT)
 
 .PHONY: bench-infer-cpu
 bench-infer-cpu: $(VENV)/.installed-train+export data  ## time ONNX Runtime fp32/int8 (ours, quantize_static) vs PyTorch eager (needs torch) and litenet-infer's start-up into bench/results/
