@@ -127,3 +127,14 @@ bench-infer-cpu: $(VENV)/.installed-train+export data  ## time ONNX Runtime fp32
 .PHONY: arm-check
 arm-check: $(VENV)/.installed-train data  ## (root; 4 min, 20 the first time) the Raspberry Pi path under qemu: arm64 Debian, runtime wheel from PyPI, Pi 4 + Pi 5 vs x86-64
 	MODEL=$(if $(MODEL),$(MODEL),models/$(SHIP_PRESET)) PY=$(PY) scripts/arm-check.sh
+
+# --- Inference GPU --- (litenet/runtime/cuda_*.py, kernels/infer_*.cu; docs/runtime.md "CUDA backend")
+INFER_MODELS ?= models/$(SHIP_PRESET)
+
+.PHONY: test-infer-gpu
+test-infer-gpu: $(GPU_VENV_DEPS)  ## run the CUDA inference GPU tests (pytest -m gpu tests/runtime_cuda): fp32 vs ONNX Runtime, int8 vs the plan, batch 1…1000
+	$(PY) -m pytest -q -m gpu tests/runtime_cuda
+
+.PHONY: bench-infer
+bench-infer: $(GPU_VENV_DEPS)  ## time LiteNet CUDA inference fp32/int8 vs PyTorch eager (batch-1 latency, batch-4096 throughput; needs torch) into bench/results/
+	$(PY) bench/bench_infer_gpu.py --models $(INFER_MODELS) --out bench/results/infer-gpu-$$(date -u +%F).md
