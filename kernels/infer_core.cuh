@@ -198,6 +198,7 @@ __device__ __forceinline__ void rowdot(const Load& x, int rows, int r0, int Kw, 
         for (int r = 0; r < IR_ROWS; ++r) acc[r] = 0;
         if (n < N) {
             const Word* w = W + (size_t)n * Kw;
+#pragma unroll 4  // several weight loads in flight: at batch 1 this loop is a chain of L2 round trips
             for (int v = g * 32 + lane; v < V; v += 32 * G) {
                 Word wv[4], xv[4];
                 load4(w + 4 * v, wv);
