@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-# NOTE: lets the runtime tests reuse the export tests' tiny models and synthetic data set, and
-# lets `.venv/bin/pytest tests/runtime` import litenet from a checkout that is not pip-installed.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
-
-import export_fixtures as fx  # noqa: E402
-
-EXPORTED = ("full-shift", "seed-like")
+from runtime_fixtures import EXPORTED, fx
 
 
 @pytest.fixture(scope="session")

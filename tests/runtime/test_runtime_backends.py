@@ -13,7 +13,7 @@ from litenet.runtime import backends, model_files
 from litenet.runtime.model_files import ModelFiles
 from litenet.runtime.onnxruntime_backend import SMALL_BATCH, OnnxRuntimeInference, physical_cores
 
-from conftest import EXPORTED, fx  # noqa: F401  (fx: the export tests' tiny models)
+from runtime_fixtures import EXPORTED, fx
 
 # The issue's bound for ONNX Runtime fp32 against the NumPy forward; the export's computed
 # tolerance (4 × the float32 forward's own error, floored at 8 ulp) must hold as well.

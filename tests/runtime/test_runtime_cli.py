@@ -16,7 +16,7 @@ from litenet.runtime import cli, records
 from litenet.runtime.model_files import ModelFiles
 from litenet.runtime.onnxruntime_backend import OnnxRuntimeInference
 
-from conftest import fx  # noqa: F401
+from runtime_fixtures import bomb_png, fx, png_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD_KEYS = {"schema", "image", "ok", "class", "index", "score", "topk", "logits", "backend", "precision",
@@ -103,8 +103,6 @@ def test_one_bad_image_among_good_ones(capsys, model_dir, png_folder):
 
 
 def test_bomb_and_truncated_files_in_human_mode(capsys, model_dir, png_folder, tmp_path):
-    from test_runtime_images import bomb_png, png_bytes
-
     (tmp_path / "bomb.png").write_bytes(bomb_png(9000, 9000))
     data = png_bytes(Image.fromarray(fx.images(1)[0]).resize((64, 64)))
     (tmp_path / "cut.png").write_bytes(data[:len(data) // 2])

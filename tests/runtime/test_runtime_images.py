@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -12,6 +10,7 @@ from PIL import Image
 
 from litenet.runtime import images as im
 from litenet.runtime.images import ImageError, load_image
+from runtime_fixtures import bomb_png, png_bytes
 
 
 def save(tmp_path, img: Image.Image, name: str, **kwargs):
@@ -198,12 +197,6 @@ def test_pixels_to_float_is_the_training_scaling():
 
 # --- refused files -----------------------------------------------------------------------------
 
-def png_bytes(img: Image.Image) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, "PNG")
-    return buf.getvalue()
-
-
 def test_truncated_png_is_refused(tmp_path):
     data = png_bytes(Image.fromarray(rgb_array(8, (64, 64, 3))))
     path = tmp_path / "cut.png"
@@ -235,16 +228,6 @@ def test_missing_file_and_folder(tmp_path):
         load_image(tmp_path / "absent.png")
     with pytest.raises(ImageError, match="is a folder"):
         load_image(tmp_path)
-
-
-def bomb_png(width: int, height: int) -> bytes:
-    """A tiny valid-looking PNG whose header claims width × height pixels (1-bit grey)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    rows = zlib.compress(b"\0" * 64)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0))
-            + chunk(b"IDAT", rows) + chunk(b"IEND", b""))
 
 
 @pytest.mark.parametrize("side", [8000, 20000])  # 64 MP: above the limit; 400 MP: above twice the limit
