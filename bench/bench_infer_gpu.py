@@ -9,7 +9,8 @@ with the same weights; TF32 off), all in one run:
 - predict() latency: host wall time from a uint8 image in host memory to logits in host memory.
 - throughput: events around --steps back-to-back forwards of 4096 images on the GPU; median.
 - a scan of batch sizes, one launch ("fused") against tiles, for the crossover FUSED_MAX_BATCH.
-- the floor of a batch-1 forward: the device latency of a graph holding one empty kernel.
+- the floor of a batch-1 forward: the device latency of a graph holding one empty kernel, and
+  where the one-launch forward's time goes: its latency stopped after phase 1, 2, … (a graph each).
 With --images/--labels: the test accuracy of each contender on those images. Prints a Markdown
 table; --out writes it with the raw numbers (JSON) beside it.
 """
@@ -117,6 +118,25 @@ class Torch:
             return self.net(self.torch.from_numpy(images).cuda()).cpu().numpy()
 
 
+def phase_latencies_us(folder, precision, image, repeats) -> list[float]:
+    """Batch-1 device latency of the one-launch kernel run up to the end of phase 1, 2, …, P."""
+    import dataclasses
+
+    lite = LiteNet(folder, precision, mode="fused")
+    be = lite.be
+    run = be.prepare(1)
+    be.dev.upload(run.pixels, image.reshape(1, 3072))
+    full = run.launches[0]
+    out = []
+    for end in range(1, be.net.shape.phases + 1):
+        launch = dataclasses.replace(full, args=full.args[:-2] + (np.int32(end), full.args[-1]))
+        graph = be.dev.capture([launch])
+        for _ in range(3):
+            be.dev.replay(graph)
+        out.append(1e3 * median(lambda: event_ms("cupy", lite.stream, lambda: be.dev.replay(graph)), repeats))
+    return out
+
+
 def wall_us(contender, image, repeats) -> float:
     for _ in range(5):
         contender.predict(image)
@@ -154,7 +174,8 @@ def bench_model(folder: Path, args, rng) -> dict:
         for mode in ("fused", "tiles"):
             c = LiteNet(folder, precision, mode=mode)
             scan[f"{precision} {mode}"] = {b: 1e3 * c.device_ms(big[:b], count=20, repeats=9) for b in SCAN}
-    return {"rows": rows, "scan": scan}
+    phases = {p: phase_latencies_us(folder, p, one, args.repeats) for p in ("fp32", "int8")}
+    return {"rows": rows, "scan": scan, "phases": phases}
 
 
 def table(results: dict, floor_us: float, device: str) -> str:
@@ -181,6 +202,12 @@ def table(results: dict, floor_us: float, device: str) -> str:
     for model, res in results.items():
         for path, times in res["scan"].items():
             lines.append(f"| {model} | {path} | " + " | ".join(f"{times[b]:.1f}" for b in SCAN) + " |")
+    lines += ["", "Where a batch-1 forward's time goes: device latency (µs) of the one-launch kernel stopped after "
+              "phase k (0 embed, then fc1, fc2 per block, last the head; a grid barrier before each phase after the first):",
+              ""]
+    for model, res in results.items():
+        for precision, times in res["phases"].items():
+            lines.append(f"- {model} {precision}: " + ", ".join(f"{t:.1f}" for t in times))
     return "\n".join(lines) + "\n"
 
 

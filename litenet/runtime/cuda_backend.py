@@ -19,9 +19,10 @@ from litenet.runtime.cuda_net import load_fp32, load_int8, pack_fp32, pack_int8
 from litenet.runtime.cuda_plan import MODES, BatchRun, DeviceNet, plan_batch
 from litenet.runtime.model_files import ModelFiles
 
-# The one-launch kernel up to this batch; tiles above it. H200, litenet-base: see
-# bench/results/infer-gpu-*.md for the crossover this was set from.
-FUSED_MAX_BATCH = 32
+# The one-launch kernel up to this batch, tiles above it: the crossover measured on the H200
+# (bench/results/infer-gpu-2026-12-02.md, batch scan): fp32 fused still wins at 64 and loses at 128
+# on both presets; int8 fused wins at 16 and loses at 32 (its tiles are cheaper, its rows dearer).
+FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
 MIN_CAPABILITY = (6, 1)  # __dp4a
@@ -57,7 +58,7 @@ class CudaInference(Backend):
         return None
 
     def __init__(self, model: ModelFiles, precision: str, device=None, mode: str = "auto", graphs: bool = True,
-                 fused_max_batch: int = FUSED_MAX_BATCH, fused_grid: int | None = None, chunk: int = CHUNK,
+                 fused_max_batch: int | None = None, fused_grid: int | None = None, chunk: int = CHUNK,
                  **_options):
         """Load and pack the model, put it on the GPU. `device`: a litenet.gpu.device.CupyDevice (or
         the tests' emulator); `mode`: auto | fused | phases | tiles; `fused_grid`: blocks of the
@@ -81,7 +82,8 @@ class CudaInference(Backend):
             from litenet.gpu.device import CupyDevice
             device = CupyDevice()
         self.dev, self.precision, self.mode, self.graphs = device, precision, mode, graphs
-        self.fused_max_batch, self.chunk = fused_max_batch, max(1, chunk)
+        self.fused_max_batch = FUSED_MAX_BATCH[precision] if fused_max_batch is None else fused_max_batch
+        self.chunk = max(1, chunk)
         self.fused_grid = fused_grid or device.sm_count
         self.net = DeviceNet(device, packed)
         self._runs: OrderedDict[int, BatchRun] = OrderedDict()
