@@ -201,6 +201,11 @@ struct PixelQuads {
     __device__ __forceinline__ void quad_to(int b, int p, float* row) const {
         float v[12];
         quad(b, p, v);
+        store_quad(p, v, row);
+    }
+
+    // Stores what quad(·, p, v) computed into a row of inputs() floats (16-byte aligned).
+    __device__ __forceinline__ void store_quad(int p, const float (&v)[12], float* row) const {
         if (full) {
             st4(row + 3 * p, make_float4(v[0], v[1], v[2], v[3]));
             st4(row + 3 * p + 4, make_float4(v[4], v[5], v[6], v[7]));

@@ -4,7 +4,8 @@
 //                 rows (TM = 4) or 128 ("tall", TM = 8): 256 threads, each owning a TM×4 block (rows
 //                 TM·ty …, columns 4·tx …, t = 16·ty + tx); k steps of 16 staged
 //                 through two shared-memory buffers (one barrier per step) with the next step's
-//                 operands fetched into registers during the multiply; operands read 16 bytes at a
+//                 operands (or the next two's, DEPTH 2) fetched into registers during the multiply;
+//                 operands read 16 bytes at a
 //                 time along their contiguous index where the matrix allows (Mat::load4).
 //                 Optionally also Σ_k B(k, n) (a bias gradient's column sums, from the same loads).
 //   gemm_splitk   K split over several blocks: each writes its partial tile (+ column sums) to
@@ -113,57 +114,80 @@ __device__ __forceinline__ void gemm_fetch(const A& a, const B& b, int M, int N,
                                  : b.load4(k, n, n < N ? min(4, k_end - k) : 0);  // along k
 }
 
+// One k step of gemm_tile: fetch the step `ahead` steps on into `fetch_*` (its loads then have
+// `ahead` steps of multiplies to arrive), multiply the step in shared buffer `buf`, stage the next
+// step (held in `next_*`) into the other buffer, which was last read before the previous barrier.
+template <int TM, class A, class B>
+__device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
+                                          int ahead, const FetchSlots<16 * TM, !A::second_contiguous>& fa,
+                                          const FetchSlots<LN_TILE, B::second_contiguous>& fb,
+                                          float4 (&fetch_a)[TM / 4], float4 (&fetch_b)[1],
+                                          const float4 (&next_a)[TM / 4], const float4 (&next_b)[1], int buf,
+                                          float (&acc)[TM][4], bool sums, float4& cs, GemmSmem<TM>& s) {
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    if (k0 + ahead * LN_TK < k_end) gemm_fetch<TM>(a, b, M, N, k0 + ahead * LN_TK, k_end, m0, n0, fa, fb, fetch_a, fetch_b);
+#pragma unroll
+    for (int kk = 0; kk < LN_TK; ++kk) {
+        float ai[TM];
+#pragma unroll
+        for (int v = 0; v < TM / 4; ++v) {
+            const float4 x = ld4(&s.a[buf][kk][TM * ty + 4 * v]);
+            ai[4 * v] = x.x;
+            ai[4 * v + 1] = x.y;
+            ai[4 * v + 2] = x.z;
+            ai[4 * v + 3] = x.w;
+        }
+        const float4 bv = ld4(&s.b[buf][kk][4 * tx]);
+        const float bj[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[i][j] += ai[i] * bj[j];
+    }
+    if (k0 + LN_TK < k_end) {
+        stage(s.a[buf ^ 1], fa, next_a);
+        stage(s.b[buf ^ 1], fb, next_b);
+        if (sums) add4(cs, next_b[0]);
+    }
+    __syncthreads();
+}
+
 // acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + TM·ty + i, k) · B(k, n0 + 4·tx + j) (t = 16·ty + tx),
 // k in increasing order, for a tile of 16·TM rows × 64 columns. With `colsums` (B contiguous along
-// n only), thread t < 64 also gets colsum = Σ_k B(k, n0 + t). Every thread of the block must call
-// it with the same k range; it ends with a barrier.
-template <int TM, class A, class B>
+// n only), thread t < 64 also gets colsum = Σ_k B(k, n0 + t). DEPTH: how many k steps ahead the
+// operands are fetched into registers — 1, or 2 for products whose few blocks per multiprocessor
+// leave load latency exposed (a reduction over the batch: ∂W); 2 costs another TM + 4 registers.
+// Every thread of the block must call it with the same k range; it ends with a barrier.
+template <int TM, int DEPTH, class A, class B>
 __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
                           float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
-    const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
+    static_assert(DEPTH == 1 || DEPTH == 2, "fetch one or two k steps ahead");
+    const int t = threadIdx.x;
     for (int i = 0; i < TM; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
     colsum = 0.f;
     const FetchSlots<16 * TM, !A::second_contiguous> fa;
     const FetchSlots<LN_TILE, B::second_contiguous> fb;
-    float4 ra[TM / 4], rb[1], cs = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 ra[TM / 4], rb[1], qa[TM / 4], qb[1], cs = make_float4(0.f, 0.f, 0.f, 0.f);
     const bool sums = colsums && B::second_contiguous;
     if (k_begin < k_end) {
         gemm_fetch<TM>(a, b, M, N, k_begin, k_end, m0, n0, fa, fb, ra, rb);
         stage(s.a[0], fa, ra);
         stage(s.b[0], fb, rb);
         if (sums) add4(cs, rb[0]);
+        if (DEPTH == 2 && k_begin + LN_TK < k_end) gemm_fetch<TM>(a, b, M, N, k_begin + LN_TK, k_end, m0, n0, fa, fb, qa, qb);
     }
     __syncthreads();
-    int buf = 0;
-    for (int k0 = k_begin; k0 < k_end; k0 += LN_TK) {
-        const bool more = k0 + LN_TK < k_end;
-        if (more) gemm_fetch<TM>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, fa, fb, ra, rb);
-#pragma unroll
-        for (int kk = 0; kk < LN_TK; ++kk) {
-            float ai[TM];
-#pragma unroll
-            for (int v = 0; v < TM / 4; ++v) {
-                const float4 x = ld4(&s.a[buf][kk][TM * ty + 4 * v]);
-                ai[4 * v] = x.x;
-                ai[4 * v + 1] = x.y;
-                ai[4 * v + 2] = x.z;
-                ai[4 * v + 3] = x.w;
-            }
-            const float4 bv = ld4(&s.b[buf][kk][4 * tx]);
-            const float bj[4] = {bv.x, bv.y, bv.z, bv.w};
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[i][j] += ai[i] * bj[j];
+    if (DEPTH == 1) {
+        int buf = 0;
+        for (int k0 = k_begin; k0 < k_end; k0 += LN_TK, buf ^= 1)
+            gemm_step<TM>(a, b, M, N, k0, k_end, m0, n0, 1, fa, fb, ra, rb, ra, rb, buf, acc, sums, cs, s);
+    } else {  // two register sets take turns (unrolled by two so neither is indexed at run time)
+        for (int k0 = k_begin; k0 < k_end; k0 += 2 * LN_TK) {
+            gemm_step<TM>(a, b, M, N, k0, k_end, m0, n0, 2, fa, fb, ra, rb, qa, qb, 0, acc, sums, cs, s);
+            if (k0 + LN_TK >= k_end) break;
+            gemm_step<TM>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, 2, fa, fb, qa, qb, ra, rb, 1, acc, sums, cs, s);
         }
-        if (more) {  // the other buffer was last read before the previous barrier
-            stage(s.a[buf ^ 1], fa, ra);
-            stage(s.b[buf ^ 1], fb, rb);
-            if (sums) add4(cs, rb[0]);
-        }
-        __syncthreads();
-        buf ^= 1;
     }
     if (sums) {  // fold the 16 k rows of each column: red[k row][column] in buffer a (≥ 16·64 floats)
         float* red = &s.a[0][0][0];
@@ -285,13 +309,13 @@ __device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int
 // block holding the finished tile, whose thread owns acc[i][j] = C[m0 + TM·ty + i][n0 + 4·tx + j]
 // (t = 16·ty + tx) and, with `colsums`, thread t < 64 colsum = Σ_k B(k, n0 + t).
 // partials: splits · LN_SLAB_OF(TM) floats.
-template <int TM, class A, class B>
+template <int TM, int DEPTH = 1, class A, class B>
 __device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
                             float* partials, unsigned int* counter, float (&acc)[TM][4], bool colsums, float& colsum,
                             GemmSmem<TM>& s) {
     int k_begin, k_end;
     split_range(K, split, splits, k_begin, k_end);
-    gemm_tile<TM>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
+    gemm_tile<TM, DEPTH>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
     return tile_fixup<TM>(acc, colsums, colsum, split, splits, partials, counter);
 }
 

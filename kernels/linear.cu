@@ -68,8 +68,9 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
     const TileCoords<TM> tc(splits, n_out);
     const bool bias_row = tc.m0 == 0;  // the first tile row also sums ∂y's columns: ∂b
     float acc[TM][4], db_sum;
-    // A(i, b) = x[b, i]: x read as a transposed view.
-    if (!gemm_splitk<TM>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0, tc.split, splits,
+    // A(i, b) = x[b, i]: x read as a transposed view. A sum over the batch with few blocks per
+    // multiprocessor: fetch two k steps ahead (64-row tiles; the tall ones would lose occupancy).
+    if (!gemm_splitk<TM, TM == 4 ? 2 : 1>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0, tc.split, splits,
                          scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, bias_row, db_sum,
                          smem))
         return;

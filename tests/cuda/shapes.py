@@ -6,6 +6,7 @@ run too."""
 KERNEL_SHAPES = [
     ("embed_inputs", dict(B=7)),
     ("embed_inputs", dict(B=3, embed="full", shift=0.5)),
+    ("embed_inputs", dict(B=21, embed="full")),
     ("embed_forward_rows", dict(B=5, d=20, rows=2)),
     ("embed_forward_rows", dict(B=9, d=64, rows=1, parts=2)),
     ("embed_forward_rows", dict(B=7, d=66, embed="full", shift=0.5, rows=3, parts=2)),

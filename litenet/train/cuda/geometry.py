@@ -43,11 +43,13 @@ def slab(tile_rows: int) -> int:
 TALL = 128  # rows of a "tall" tile (kernels' _tall versions: 8 rows per thread)
 
 
-def choose_tall(M: int, N: int, sm_count: int) -> bool:
-    """Tall tiles (128 × 64) read a quarter fewer shared-memory and L2 bytes per multiply-add than
-    64 × 64 ones but make half as many tiles: worth it once the product has at least half a wave
-    of them (split-K fills the rest)."""
-    return math.ceil(M / TALL) * math.ceil(N / TILE) >= sm_count // 2
+def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
+    """Tall tiles (128 × 64, 8 rows per thread) for a layer's weight gradient over a large batch
+    only: measured on the H200 (bench/results/gpu-2026-12-02.md, per launch from graphs) they
+    took 44 µs against 56.5 for litenet-base's 256×512 and 512×256 ∂W at batch 4096, and were
+    slower everywhere else — forward and ∂input products (245 vs 217 µs for the 4096×256×3072
+    embedding), the embedding's ∂We (248 vs 206 µs), every seed-sized ∂W (28 vs 20 µs)."""
+    return weight_grad and M >= 256 and N >= 256 and K >= 2048
 
 
 @dataclass(frozen=True)
@@ -62,8 +64,8 @@ class Gemm:
     tall: bool = False
 
     @classmethod
-    def plan(cls, M, N, K, sm_count, tall: bool | None = None) -> "Gemm":
-        tall = choose_tall(M, N, sm_count) if tall is None else tall
+    def plan(cls, M, N, K, sm_count, tall: bool | None = None, weight_grad: bool = False) -> "Gemm":
+        tall = choose_tall(M, N, K, weight_grad) if tall is None else tall
         rows = TALL if tall else TILE
         return cls(M, N, K, choose_splits(math.ceil(M / rows) * math.ceil(N / TILE), K, sm_count), tall)
 
@@ -111,13 +113,13 @@ class Geometry:
     def __init__(self, model: ModelConfig, batch: int, sm_count: int, embed: str = "auto", tall: bool | None = None):
         B, d, H, C, K = batch, model.width, model.hidden, model.classes, model.embed_inputs
         self.model, self.batch, self.sm_count = model, batch, sm_count
-        g = lambda M, N, K_: Gemm.plan(M, N, K_, sm_count, tall)  # noqa: E731
+        g = lambda M, N, K_, dw=False: Gemm.plan(M, N, K_, sm_count, tall, dw)  # noqa: E731
         self.gemms = {  # ∂W products also give ∂b (the first tile row sums ∂y's columns)
             "embed_forward": g(B, d, K), "embed_backward": g(K, d, B),
             "fc1_forward": g(B, H, d), "fc2_forward": g(B, d, H), "head_forward": g(B, C, d),
-            "head_backward_weight": g(d, C, B), "head_backward_input": g(B, d, C),
-            "fc2_backward_weight": g(H, d, B), "fc2_backward_input": g(B, H, d),
-            "fc1_backward_weight": g(d, H, B), "fc1_backward_input": g(B, d, H),
+            "head_backward_weight": g(d, C, B, True), "head_backward_input": g(B, d, C),
+            "fc2_backward_weight": g(H, d, B, True), "fc2_backward_input": g(B, H, d),
+            "fc1_backward_weight": g(d, H, B, True), "fc1_backward_input": g(B, d, H),
         }
         self.embed_rows, self.embed_parts, self.embed_smem = embed_rows_shape(model, batch, sm_count)
         self.embed_variant = choose_embed(model, batch, self.embed_rows) if embed == "auto" else embed
