@@ -116,7 +116,7 @@ def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, row
     s64 = ref.embed_inputs(ref.pixels_to_float(x, np.float64), embed, shift)
     if name == "embed_inputs":
         S = _nan(r, (B, K))
-        r.launch(name, max(1, B // 8), pixels + (S, i32(B)))  # fewer blocks than images / 4: the grid strides
+        r.launch(name, max(1, B - 2), pixels + (S, i32(B)))  # fewer blocks than images: the grid strides
         return {"S": S}, {"S": s64}, {"S": 3}, None
     if name == "embed_forward_rows":
         S, out = _nan(r, (B, K)), _nan(r, (B, d))

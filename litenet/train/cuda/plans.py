@@ -121,8 +121,7 @@ class Plans:
             return [Launch("embed_forward_rows", math.ceil(B / g.embed_rows) * g.embed_parts, args, g.embed_smem,
                            check=tw.embed_forward_rows(out) if check else None)]
         gm, sk = self._splitk("embed_forward")
-        return [Launch("embed_inputs", math.ceil(B / 4), pixels + (v["S"], i32(B)),  # 4 images per block
-                       check=tw.embed_inputs() if check else None),
+        return [Launch("embed_inputs", B, pixels + (v["S"], i32(B)), check=tw.embed_inputs() if check else None),
                 Launch(gm.kernel("embed_forward"), gm.grid, (v["S"], W, out, i32(B), i32(K), i32(d)) + sk,
                        check=tw.embed_forward(out) if check else None)]
 
