@@ -14,6 +14,7 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PY:-$REPO/.venv/bin/python}
+[[ "$PY" = /* ]] || PY=$PWD/$PY  # absolute (the runs below cd elsewhere), symlinks kept: a venv's python is one
 MODEL=$(realpath -m "${MODEL:-$REPO/models/litenet-base}")
 OUT=${OUT:-$REPO/bench/results/arm-$(date -u +%F).md}
 CACHE=${ARM_CACHE:-/var/cache/litenet-arm}
@@ -149,8 +150,11 @@ run_arm() {  # cpu, cpuinfo file, precision, output name
 # --- run: x86-64 here, then each Pi profile under qemu ----------------------------------------------
 SAMPLES=$(cd "$WORK/samples" && ls)
 for precision in fp32 int8; do
+  rc=0
   (cd "$WORK/samples" && PYTHONPATH=$REPO "$PY" -m litenet.runtime --json --model "$MODEL" \
-    --precision "$precision" $SAMPLES >"$WORK/x86-$precision.jsonl" 2>"$WORK/x86-$precision.err") || true
+    --precision "$precision" $SAMPLES >"$WORK/x86-$precision.jsonl" 2>"$WORK/x86-$precision.err") || rc=$?
+  # 1 is expected (odd-truncated.png); anything else means the reference itself failed
+  [ "$rc" -le 1 ] || die "the x86-64 reference run failed ($rc): $(tail -1 "$WORK/x86-$precision.err")"
 done
 
 rows=()
