@@ -81,20 +81,20 @@ extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, con
     const bool bias_row = kind != JOB_EMBED && m0 == 0;
     if (kind == JOB_EMBED) {  // A(i, b) = S[b, i]
         M = Kin, N = d;
-        done = gemm_splitk<4, 2>(Mat<false>{S, Kin}, Mat<true>{DH0, d}, M, N, B, m0, n0, split, splits, partials, counter,
-                           acc, false, bias_sum, smem);
+        done = gemm_splitk<4, 2>(Mat<false>{S, Kin}, Mat<true>{DH0, d}, M, N, B, m0, n0, split, splits, partials,
+                                 counter, acc, false, bias_sum, smem);
     } else if (kind == JOB_FC1) {  // A(i, b) = X_i[b, i]
         M = d, N = H;
-        done = gemm_splitk<4, 2>(Mat<false>{X + (size_t)layer * B * d, d}, Mat<true>{DU + (size_t)layer * B * H, H}, M, N, B,
-                           m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
+        done = gemm_splitk<4, 2>(Mat<false>{X + (size_t)layer * B * d, d}, Mat<true>{DU + (size_t)layer * B * H, H}, M,
+                                 N, B, m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
     } else if (kind == JOB_FC2) {
         M = H, N = d;
-        done = gemm_splitk<4, 2>(Mat<false>{A + (size_t)layer * B * H, H}, Mat<true>{DS + (size_t)layer * B * d, d}, M, N, B,
-                           m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
+        done = gemm_splitk<4, 2>(Mat<false>{A + (size_t)layer * B * H, H}, Mat<true>{DS + (size_t)layer * B * d, d}, M,
+                                 N, B, m0, n0, split, splits, partials, counter, acc, bias_row, bias_sum, smem);
     } else {  // JOB_HEAD
         M = d, N = C;
-        done = gemm_splitk<4, 2>(Mat<false>{X + (size_t)blocks * B * d, d}, Mat<true>{DZ, C}, M, N, B, m0, n0, split, splits,
-                           partials, counter, acc, bias_row, bias_sum, smem);
+        done = gemm_splitk<4, 2>(Mat<false>{X + (size_t)blocks * B * d, d}, Mat<true>{DZ, C}, M, N, B, m0, n0, split,
+                                 splits, partials, counter, acc, bias_row, bias_sum, smem);
     }
     if (!done) return;
 

@@ -125,7 +125,8 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
                                           const float4 (&next_a)[TM / 4], const float4 (&next_b)[1], int buf,
                                           float (&acc)[TM][4], bool sums, float4& cs, GemmSmem<TM>& s) {
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    if (k0 + ahead * LN_TK < k_end) gemm_fetch<TM>(a, b, M, N, k0 + ahead * LN_TK, k_end, m0, n0, fa, fb, fetch_a, fetch_b);
+    if (k0 + ahead * LN_TK < k_end)
+        gemm_fetch<TM>(a, b, M, N, k0 + ahead * LN_TK, k_end, m0, n0, fa, fb, fetch_a, fetch_b);
 #pragma unroll
     for (int kk = 0; kk < LN_TK; ++kk) {
         float ai[TM];
@@ -175,7 +176,8 @@ __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int
         stage(s.a[0], fa, ra);
         stage(s.b[0], fb, rb);
         if (sums) add4(cs, rb[0]);
-        if (DEPTH == 2 && k_begin + LN_TK < k_end) gemm_fetch<TM>(a, b, M, N, k_begin + LN_TK, k_end, m0, n0, fa, fb, qa, qb);
+        if (DEPTH == 2 && k_begin + LN_TK < k_end)
+            gemm_fetch<TM>(a, b, M, N, k_begin + LN_TK, k_end, m0, n0, fa, fb, qa, qb);
     }
     __syncthreads();
     if (DEPTH == 1) {
@@ -391,8 +393,9 @@ __device__ bool colsum_splitk(const F& f, int N, int K, int n0, int split, int s
 // when there are fewer rows than groups, different k ranges, whose partial sums meet in
 // `scratch` (256 floats of shared memory). Each thread issues 64 weight loads at a time (16-byte
 // loads along a row in the transposed case), so L2 latency is paid once per 64 k: the fused
-// kernel's chain of dependent phases is what bounds a small batch (H200, 2026-12-02). `in` rows are read 4 floats at a time up to a
-// multiple of 16: ldi must be a multiple of 16, `in` 16-byte aligned and its padding zero.
+// kernel's chain of dependent phases is what bounds a small batch (H200, 2026-12-02). `in` rows
+// are read 4 floats at a time up to a multiple of 16: ldi must be a multiple of 16, `in` 16-byte
+// aligned and its padding zero.
 // Ends with a barrier, so `out` is ready for every thread. Not inlined: one copy serves the six
 // call sites of the fused kernel, whose registers would otherwise spill.
 #define LN_KCHUNK 64

@@ -70,9 +70,9 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
     float acc[TM][4], db_sum;
     // A(i, b) = x[b, i]: x read as a transposed view. A sum over the batch with few blocks per
     // multiprocessor: fetch two k steps ahead (64-row tiles; the tall ones would lose occupancy).
-    if (!gemm_splitk<TM, TM == 4 ? 2 : 1>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0, tc.split, splits,
-                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, bias_row, db_sum,
-                         smem))
+    if (!gemm_splitk<TM, TM == 4 ? 2 : 1>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0,
+                                          tc.split, splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM),
+                                          counters + tc.tile, acc, bias_row, db_sum, smem))
         return;
     for (int i = 0; i < TM; ++i)
         if (tc.m(i) < n_in) store_row4(dW, n_out, tc.m(i), tc.n(0), n_out, acc[i]);

@@ -29,8 +29,8 @@ def choose_splits(tiles: int, K: int, sm_count: int, share: float = 1.0) -> int:
     """Split the reduction until the launch has about two blocks per multiprocessor (its `share`
     of them), keeping at least 64 values of K per split so each block still has work, and at most
     SPLITS_MAX splits: the last block of a tile sums every split's partial tile alone, so many
-    splits turn into one long serial read (H200, 2026-12-02: 33 splits of a 64×64 tile cost more
-    than the product)."""
+    splits turn into one long serial read (before 2026-12-02's rewrite, 33 splits read one at a
+    time were the likely largest cost of the seed's ∂W products at batch 4096)."""
     want = math.ceil(2 * sm_count * share / max(tiles, 1))
     return int(max(1, min(want, K // 64, SPLITS_MAX)))
 
@@ -158,9 +158,10 @@ def embed_rows_shape(model: ModelConfig, batch: int, sm_count: int) -> tuple[int
 
 def choose_embed(model: ModelConfig, batch: int, rows: int) -> str:
     """"rows" (embed_forward_rows: s in shared memory, We streamed per block, no split-K) for small
-    batches and a small We; "tiles" (embed_inputs, then 64×64-tile products over S) otherwise.
-    Every block of the rows version reads all of We, which is cheap for the seed's 256 KiB at a
-    batch of 64 and ruinous for litenet-base's 3 MiB."""
+    batches and a small We; "tiles" (embed_inputs, then tile products over S) otherwise. Every
+    block of the rows version reads all of We, which is cheap for the seed's 256 KiB and ruinous
+    for litenet-base's 3 MiB. H200 (bench/results/gpu-2026-12-02.md): seed at batch 64 7.8 µs;
+    at 512 rows 18.2 µs against tiles 7.1 + 12.0 µs; at 4096 tiles 16.8 + 29.8 µs."""
     weight = 4 * model.embed_inputs * model.width
     return "rows" if weight <= EMBED_ROWS_WEIGHT_BYTES and batch <= EMBED_ROWS_MAX_BATCH and rows > 0 else "tiles"
 
@@ -218,10 +219,10 @@ def choose_plan(geometry: Geometry) -> str:
     """"fused" (4 launches, rows in shared memory) while the batch is small and the blocks'
     weights are small: every block of fused_rows streams all of W1 and W2 (twice) through its one
     multiprocessor, which is cheap for the seed (128 KiB) and ruinous for 2 MiB. "ops" (one tiled
-    kernel per operation) otherwise: 64×64 tiles spread the work over all multiprocessors.
-    Measured on the H200 (bench/results/gpu-2026-12-02.md): seed at batch 64 fused 0.093 ms vs
-    ops 0.137; at 512 fused 0.229 vs ops 0.187; wide at 64 fused 0.54 vs ops 0.28. The batch
-    cut sits between the measured 64 and 512."""
+    kernel per operation) otherwise: tiles spread the work over all multiprocessors. Measured on
+    the H200 (bench/results/gpu-2026-12-02.md, run 5): seed at batch 64 fused 0.062 ms vs ops
+    0.082; at 512 ops 0.117 vs fused 0.175; litenet-base's shape at 64 ops 0.176 vs fused 0.403.
+    The batch cut sits between the measured 64 and 512."""
     m = geometry.model
     weights = 4 * 2 * m.blocks * m.width * m.hidden
     if not geometry.fused_ok or weights > FUSED_WEIGHT_BYTES:
