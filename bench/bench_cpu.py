@@ -94,7 +94,9 @@ def render(rows, args, torch_version, numpy_version) -> str:
         f"# NumPy backend against PyTorch on the CPU — {time.strftime('%Y-%m-%d')}",
         "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; threads: {args.threads} "
-        f"for both. NumPy {numpy_version} (OpenBLAS), PyTorch {torch_version}. Batch 64, fp32.",
+        f"for both. NumPy {numpy_version} (OpenBLAS), PyTorch {torch_version}. Batch 64, fp32. "
+        f"Load average when the report was written: {os.getloadavg()[0]:.1f} (other jobs share the "
+        "cores: compare the ratio, measured alternately, rather than the absolute seconds).",
         f"Command: `python bench/bench_cpu.py --threads {args.threads} --repeats {args.repeats}`",
         "",
         "| preset | steps | NumPy backend (s) | PyTorch eager (s) | ratio NumPy/PyTorch | losses agree (rel) |",
