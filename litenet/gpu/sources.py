@@ -17,7 +17,7 @@ from litenet.resources import kernels_dir
 
 # Every kernel file, training and inference alike (one operation per file, CONVENTIONS.md; the
 # fused kernels have their own files). A plain list: kernels are never found by globbing.
-KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "sgd",
+KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "grad_average", "sgd",
                 "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from litenet.errors import LiteNetError
 from litenet.model import ModelConfig, TrainConfig, param_layout, param_views
 from litenet.train import network
 from litenet.train import reference as ref
+from litenet.train.parallel.comm import local_columns, reduce_stats, reduces
 
 
 class NumpyBackend:
@@ -14,8 +16,12 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, dtype=np.float32):
+    def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, dtype=np.float32, comm=None):
         self.model, self.train = model, train
+        # Data-parallel (docs/parallel.md): this rank trains on its columns of each step's batch and
+        # sums its gradient with the other ranks' before the clip rule and the update.
+        self.comm = comm if reduces(comm) else None
+        self.columns = local_columns(train.batch_size, comm)
         self.params = np.array(params, dtype=dtype)
         self.velocity = np.zeros_like(self.params)
         self.grads = np.zeros_like(self.params)
@@ -30,7 +36,14 @@ class NumpyBackend:
         """Run one SGD step per row of `batches` (indices into the training set) at the given lrs.
 
         `flips` (same shape as `batches`, optional) mirrors those images left-right first.
+        With a communicator, `batches` holds the global batch and this rank takes its columns.
         """
+        if self.comm is not None:
+            batches = np.asarray(batches)
+            if batches.ndim != 2 or batches.shape[1] != self.train.batch_size:
+                raise LiteNetError(f"batches must have shape (steps, {self.train.batch_size}); got {batches.shape}")
+            batches = batches[:, self.columns]
+            flips = None if flips is None else np.asarray(flips)[:, self.columns]
         for row, (indices, lr) in enumerate(zip(batches, lrs)):
             images = self._images[indices]
             if flips is not None and flips[row].any():
@@ -43,6 +56,9 @@ class NumpyBackend:
         tape = network.forward(self.params, images, self.model)
         loss, _, dz = network.loss_and_dlogits(tape.z, labels, t.loss, t.margin)
         _, _, block_grads = network.backward(self.params, tape, dz, self.model, grads=self.grads)
+        if self.comm is not None:  # the mean over the global batch, the same on every rank
+            self.comm.allreduce_sum_(self.grads)
+            ref.grad_average(self.grads, self.comm.world_size)
         grad_sq = [float(np.dot(g.ravel(), g.ravel())) for g in param_views(self.grads, self.model).values()]
         norm, clipped = ref.grad_norm_clip(self.grads, t.clip_threshold, t.clip_norm)
         ref.sgd_momentum_update(self.params, self.velocity, self.grads, lr, t.momentum, t.weight_decay)
@@ -54,7 +70,7 @@ class NumpyBackend:
     def fetch_stats(self) -> dict[str, np.ndarray]:
         """Per-step statistics since the last call (see `backends.STAT_FIELDS` for their meaning)."""
         stats, self._stats = self._stats, []
-        return stack_stats(stats, self.model)
+        return reduce_stats(stack_stats(stats, self.model), self.comm)
 
     def logits(self, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:
         """Forward only, in slices, for evaluation."""

@@ -199,6 +199,12 @@ def grad_norm_clip(grads: np.ndarray, threshold: float, clip_norm: float):
     return norm, clipped
 
 
+def grad_average(grads: np.ndarray, world_size: int) -> None:
+    """ḡ = (Σ_r g_r) · (1/N) in place: the mean of N ranks' gradients from the sum an all-reduce
+    leaves (data-parallel training, docs/parallel.md). One rounded product, as the kernel's."""
+    grads *= grads.dtype.type(1.0 / world_size)
+
+
 def sgd_momentum_update(params: np.ndarray, velocity: np.ndarray, grads: np.ndarray,
                         lr: float, momentum: float, weight_decay: float) -> None:
     """g' = g + wd · w;  v ← μ v + g';  w ← w − lr · v   (PyTorch's SGD convention, in place)."""

@@ -2,6 +2,11 @@
 
 The loop hands the backend chunks of steps (indices, lrs, flips) and reads the statistics back
 once per chunk, so a GPU backend is never synchronised inside a chunk.
+
+Data-parallel (docs/parallel.md): every rank runs this loop with the same schedule and a
+communicator; the backend trains on the rank's share of each batch and sums the gradients. Rank 0
+alone evaluates and writes (metrics, checkpoints, weights, plots, progress); after every chunk the
+ranks agree on stopping and check that they hold the same weights (parallel.comm.agree).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
 from litenet.train.network import loss_and_dlogits
+from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
 from litenet.weights import save_model
 
 TRAIN_EVAL_IMAGES = 10_000  # training accuracy is measured on this fixed prefix, not all 50,000
@@ -76,11 +82,16 @@ class Trainer:
                  train_split: Split, test_split: Split, classes: tuple[str, ...], backend: str = "numpy",
                  backend_options: dict | None = None, resume: bool = False, force: bool = False,
                  chunk_steps: int = 50, progress: bool = True, data_info: dict | None = None,
-                 stop_after_steps: int | None = None):
+                 stop_after_steps: int | None = None, comm=None):
         self.preset, self.model, self.train = preset, model, train
         self.out = Path(out)
         self.train_split, self.test_split, self.classes = train_split, test_split, classes
-        self.backend_name, self.backend_options = backend, backend_options or {}
+        self.backend_name, self.backend_options = backend, dict(backend_options or {})
+        self.comm = comm or SingleRank()
+        self.writer = self.comm.rank == 0  # rank 0 alone evaluates and writes files
+        local_columns(train.batch_size, self.comm)  # a batch that does not split over the ranks fails here
+        if reduces(self.comm):
+            self.backend_options["comm"] = self.comm
         self.resume, self.force = resume, force
         self.chunk_steps, self.progress = chunk_steps, progress
         self.data_info = data_info or {}
@@ -97,16 +108,13 @@ class Trainer:
     # -- set-up ----------------------------------------------------------------------------------
 
     def _config_json(self) -> str:
-        return json.dumps({"model": dataclasses.asdict(self.model), "train": dataclasses.asdict(self.train)},
-                          sort_keys=True)
+        return config_json(self.model, self.train)
 
     def _start(self):
-        """Create the backend from a fresh initialisation or from the checkpoint."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        has_checkpoint = (self.out / CHECKPOINT_FILE).exists()
-        if has_checkpoint and not (self.resume or self.force):
-            raise LiteNetError(f"{self.out} already holds a training run; add --resume to continue it "
-                               "or --force to start over (which overwrites it)")
+        """Create the backend from a fresh initialisation or from the checkpoint (every rank reads it)."""
+        has_checkpoint = check_run_folder(self.out, self.resume, self.force)
+        if self.writer:
+            self.out.mkdir(parents=True, exist_ok=True)
         params = init_params(self.model, self.train.seed)
         backend = backend_class(self.backend_name)(self.model, self.train, params, **self.backend_options)
         backend.load_dataset(self.train_split.images, self.train_split.labels)
@@ -117,38 +125,44 @@ class Trainer:
                 raise LiteNetError(f"{self.out}: the checkpoint was trained with other settings; resume "
                                    "with the same preset and options, or use --force to start over")
             backend.load_state(state)
-            self.metrics.truncate_after(position)
-            self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
-        elif self.resume:
-            raise LiteNetError(f"{self.out}: no checkpoint to resume from; drop --resume to start a new run")
-        else:
+            if self.writer:
+                self.metrics.truncate_after(position)
+                self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
+        elif self.writer:
             self.metrics.path.unlink(missing_ok=True)
-        self.metrics.write([{"type": "run", "preset": self.preset, "backend": self.backend_name,
-                             "resumed_at_step": position.global_step if self.resume else None,
-                             "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
-                             "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
-                             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
+        self.comm.barrier()  # every rank has read the checkpoint before rank 0 may write the next one
+        self._write([{"type": "run", "preset": self.preset, "backend": self.backend_name,
+                      "world_size": self.comm.world_size,
+                      "resumed_at_step": position.global_step if self.resume else None,
+                      "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
+                      "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
+                      "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
         self._chunk_start_params = backend.state()["params"]
         return backend, position
+
+    def _write(self, records: list[dict]) -> None:
+        if self.writer:
+            self.metrics.write(records)
 
     # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> TrainResult:
         backend, position = self._start()
-        bar = _progress_bar(self.total_steps, position.global_step, self.progress)
+        bar = _progress_bar(self.total_steps, position.global_step, self.progress and self.writer)
         try:
             with Interrupt() as interrupt:
                 for epoch in range(position.epoch, self.train.epochs):
                     ended = self._run_epoch(backend, epoch, position.step_in_epoch, interrupt, bar)
                     position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
                     if isinstance(ended, TrainResult):
-                        if ended.stopped == "interrupted":
+                        if ended.stopped == "interrupted" and self.writer:
                             print(f"litenet: saved a checkpoint at step {ended.position.global_step} in {self.out}; "
                                   "continue with --resume", file=sys.stderr)
                         return ended
         finally:
             bar.close()
-            self._plot()
+            if self.writer:
+                self._plot()
         accuracy = self.history[-1]["test_accuracy"] if self.history else None
         return TrainResult(position, accuracy, "finished")
 
@@ -165,45 +179,51 @@ class Trainer:
             lrs = schedule.learning_rates(global_step, count, self.total_steps, self.train)
             backend.train_steps(batches[step:step + count], lrs,
                                 None if flips is None else flips[step:step + count])
-            stats = backend.fetch_stats()
-            records = _step_records(stats, lrs, global_step, epoch)
-            records[-1].update(self._weight_change(backend, count))
-            self.metrics.write(records)
+            stats = backend.fetch_stats()  # of the global batch: every rank holds the same numbers
+            params = backend.state()["params"]
+            if self.writer:
+                records = _step_records(stats, lrs, global_step, epoch)
+                records[-1].update(self._weight_change(params, count))
+                self.metrics.write(records)
             if not np.all(np.isfinite(stats["loss"])):
                 bad = global_step + int(np.argmax(~np.isfinite(stats["loss"])))
-                print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
-                      f"The last good checkpoint in {self.out} is kept (lower lr_base or check the data).",
-                      file=sys.stderr)
+                if self.writer:
+                    print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
+                          f"The last good checkpoint in {self.out} is kept (lower lr_base or check the data).",
+                          file=sys.stderr)
                 return TrainResult(Position(epoch, step, global_step), None, "diverged")
+            stop = agree(self.comm, interrupt.requested, params)  # the same answer on every rank
             losses.extend(stats["loss"])
             step += count
             bar.update(count)
             bar.set_postfix(loss=f"{np.mean(stats['loss']):.4f}", refresh=False)
             at_limit = self.stop_after_steps is not None and epoch * self.steps_per_epoch + step >= self.stop_after_steps
-            if (interrupt.requested or at_limit) and step < self.steps_per_epoch:
+            if (stop or at_limit) and step < self.steps_per_epoch:
                 position = Position(epoch, step, epoch * self.steps_per_epoch + step)
                 self._save(backend, position)
                 return TrainResult(position, None, "interrupted")
-        seconds = time.perf_counter() - started
-        record = self._evaluate(backend, epoch, float(np.mean(losses)), seconds, step - first_step)
-        self.history.append(record)
-        self.metrics.write([record])
         position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
-        self._save(backend, position)
-        self._plot(every_seconds=60)
-        self._report_epoch(record, bar)
         at_limit = self.stop_after_steps is not None and position.global_step >= self.stop_after_steps
-        if (interrupt.requested or at_limit) and epoch + 1 < self.train.epochs:
-            return TrainResult(position, record["test_accuracy"], "interrupted")
+        record = {}
+        if self.writer:
+            seconds = time.perf_counter() - started
+            record = self._evaluate(backend, epoch, float(np.mean(losses)), seconds, step - first_step)
+            self.history.append(record)
+            self.metrics.write([record])
+            self._save(backend, position)
+            self._plot(every_seconds=60)
+            self._report_epoch(record, bar)
+        stop = agree(self.comm, interrupt.requested, backend.state()["params"])  # Ctrl-C during the evaluation
+        if (stop or at_limit) and epoch + 1 < self.train.epochs:
+            return TrainResult(position, record.get("test_accuracy"), "interrupted")
         return None
 
-    def _weight_change(self, backend, steps: int) -> dict:
+    def _weight_change(self, params: np.ndarray, steps: int) -> dict:
         """Per tensor ‖w‖ and ‖Δw‖/‖w_start‖ over the chunk just run (docs/insight.md).
 
         Measured once per chunk from backend.state(), so no backend needs a new statistic and a GPU
         is not synchronised inside a chunk; a tensor that starts at zero (β) has no ratio (None).
         """
-        params = backend.state()["params"]
         before, self._chunk_start_params = self._chunk_start_params, params
         norms, ratios = [], []
         for p in param_layout(self.model):
@@ -233,6 +253,8 @@ class Trainer:
         return float(loss), float(np.mean(logits.argmax(axis=1) == labels))
 
     def _save(self, backend, position: Position) -> None:
+        if not self.writer:
+            return
         state = backend.state()
         save_checkpoint(self.out, state, position, self._config_json())
         last = self.history[-1] if self.history else {}
@@ -256,6 +278,27 @@ class Trainer:
         bar.write(f"epoch {done}/{self.train.epochs}  loss {r['train_loss']:.4f}  "
                   f"train {100 * r['train_accuracy']:.2f}%  test {100 * r['test_accuracy']:.2f}%  "
                   f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {_duration(eta)}")
+
+
+def config_json(model: ModelConfig, train: TrainConfig) -> str:
+    """The settings a checkpoint records; a resumed run must have the same (any number of ranks)."""
+    return json.dumps({"model": dataclasses.asdict(model), "train": dataclasses.asdict(train)}, sort_keys=True)
+
+
+def check_run_folder(out: Path, resume: bool, force: bool, config: str | None = None) -> bool:
+    """Refuse to overwrite a run, to resume nothing, or (given the `config_json` of this run) to
+    resume one trained with other settings. The launcher asks once before any rank starts.
+    Returns whether `out` holds a checkpoint."""
+    has_checkpoint = (Path(out) / CHECKPOINT_FILE).exists()
+    if has_checkpoint and not (resume or force):
+        raise LiteNetError(f"{out} already holds a training run; add --resume to continue it "
+                           "or --force to start over (which overwrites it)")
+    if resume and not has_checkpoint:
+        raise LiteNetError(f"{out}: no checkpoint to resume from; drop --resume to start a new run")
+    if resume and config is not None and json.loads(load_checkpoint(Path(out))[2]) != json.loads(config):
+        raise LiteNetError(f"{out}: the checkpoint was trained with other settings; resume "
+                           "with the same preset and options, or use --force to start over")
+    return has_checkpoint
 
 
 def _step_records(stats: dict, lrs: np.ndarray, first_step: int, epoch: int) -> list[dict]:

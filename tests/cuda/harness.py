@@ -260,11 +260,19 @@ def _flat_grads(rng, model):
     return g, param_offsets(model), StatsLayout.of(model)
 
 
-@case("grad_norm_sq", "grad_norm_clip", "sgd_momentum_update", "sgd_clip_update")
-def _optimiser(r, rng, name, width, hidden, blocks=1, threshold=10.0, grid=5):
+@case("grad_norm_sq", "grad_norm_clip", "sgd_momentum_update", "sgd_clip_update", "grad_average")
+def _optimiser(r, rng, name, width, hidden, blocks=1, threshold=10.0, grid=5, world=2):
     model = ModelConfig(width=width, hidden=hidden, blocks=blocks)
     g, offsets, st = _flat_grads(rng, model)
     P, T = len(g), st.tensors
+    if name == "grad_average":  # step 1's row holds the rank's own ‖g_t‖², which must go
+        stats = rng.standard_normal((2, st.width)).astype(f32)
+        gd, s = r.put(g), r.put(stats)
+        r.launch(name, grid, (gd, i32(P), f32(1.0 / world), i32(T), r.put(np.array([1, 0], i32)), s, i32(st.width)))
+        want_g, want_s = g.copy(), stats.copy()
+        ref.grad_average(want_g, world)  # float32 twin, compared exactly: one rounded product each
+        want_s[1, st.grad_sq:st.grad_sq + T] = 0
+        return {"g": gd, "stats": s}, {"g": want_g, "stats": want_s}, {"g": 0, "stats": 0}, None
     g64 = g.astype(np.float64)
     sq = np.array([float(np.vdot(x, x)) for x in param_views(g64, model).values()])
     stats = np.zeros((2, st.width), f32)

@@ -62,6 +62,8 @@ KERNEL_SHAPES = [
     ("grad_norm_sq", dict(width=64, hidden=256)),
     ("grad_norm_clip", dict(width=20, hidden=30, threshold=1.0)),
     ("grad_norm_clip", dict(width=20, hidden=30, threshold=1e6)),
+    ("grad_average", dict(width=20, hidden=30, world=3)),
+    ("grad_average", dict(width=20, hidden=30, blocks=2, world=2, grid=1)),
     ("sgd_momentum_update", dict(width=20, hidden=30)),
     ("sgd_clip_update", dict(width=20, hidden=30, threshold=1.0)),
     ("sgd_clip_update", dict(width=20, hidden=30, threshold=1e6, blocks=2)),

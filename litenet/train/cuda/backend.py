@@ -6,6 +6,11 @@ of kernel launches (plans.py) that reads its batch, flips and learning rate from
 the device through a device-side step counter, so the list is captured once as a CUDA graph and
 replayed for every step with no host synchronisation. Statistics accumulate on the device, one
 row per step, and are copied back only by fetch_stats.
+
+With a communicator (`comm`, docs/parallel.md) the backend is one rank of a data-parallel run: it
+trains on its columns of each step's batch, and the communicator sums the flat gradient buffer
+over the ranks between the gradient kernels and the update, on the same stream. A step is then
+two graphs with the all-reduce between them (plans.Plans.with_allreduce).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from litenet.gpu import sources
 from litenet.train.cuda.check import KernelMismatch, run_checked
 from litenet.train.cuda.geometry import Geometry, choose_plan
 from litenet.train.cuda.layout import StatsLayout, param_offsets
-from litenet.train.cuda.plans import Plans, arena_plan
+from litenet.train.cuda.plans import AllReduce, Plans, arena_plan
+from litenet.train.parallel.comm import local_columns, reduce_stats, reduces
 
 PLANS = ("auto", "fused", "ops")
 # The embedding's version (geometry.choose_embed) and the products' tile shape (geometry.choose_tall;
@@ -36,7 +42,7 @@ class CudaBackend:
 
     def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, check_kernels: int = 0,
                  plan: str = "auto", graph: bool = True, steps_per_graph: int = 8, device=None,
-                 capacity: int | None = None, embed: str = "auto", tall: bool | None = None):
+                 capacity: int | None = None, embed: str = "auto", tall: bool | None = None, comm=None):
         if plan not in PLANS:
             raise LiteNetError(f"plan must be one of {', '.join(PLANS)}; got {plan!r}")
         if embed not in EMBEDS:
@@ -50,7 +56,9 @@ class CudaBackend:
             from litenet.gpu.device import CupyDevice
             device = CupyDevice()
         self.model, self.train, self.dev = model, train, device
-        self.batch = train.batch_size
+        self.comm = comm if reduces(comm) else None
+        self.columns = local_columns(train.batch_size, comm)  # this rank's share of every step's batch
+        self.batch = self.columns.stop - self.columns.start
         self.geometry = Geometry(model, self.batch, device.sm_count, embed, tall)
         self.plan = choose_plan(self.geometry) if plan == "auto" else plan
         if self.plan == "fused" and not self.geometry.fused_ok:
@@ -71,7 +79,7 @@ class CudaBackend:
         self.use_graph, self.steps_per_graph = graph, max(1, int(steps_per_graph))
         self.host = SimpleNamespace(images=None, labels=None)  # for the twins of check_kernels
         self._dataset = None
-        self._steps, self._graphs = None, {}
+        self._steps, self._graphs, self._split = None, {}, None
         self._eval = self._validated(Plans(model, train, self.geometry, self.v, None, None).eval_forward())
         self._pos, self._done, self._pending = 0, 0, []
 
@@ -88,8 +96,11 @@ class CudaBackend:
         self._dataset = (self.dev.to_device(np.asarray(images)), self.dev.to_device(labels.astype(np.uint8)))
         self.host.images, self.host.labels = images, labels
         plans = Plans(self.model, self.train, self.geometry, self.v, *self._dataset, host=self.host)
-        self._steps = self._validated(plans.step(self.plan))
-        self._graphs = {}
+        steps = plans.step(self.plan)
+        if self.comm is not None:
+            steps = plans.with_allreduce(steps, self.comm.world_size)
+        self._steps = self._validated(steps)
+        self._graphs, self._split = {}, None
 
     def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None) -> None:
         """Enqueue one SGD step per row of `batches` (indices into the training set); returns at once."""
@@ -97,8 +108,8 @@ class CudaBackend:
             raise LiteNetError("call load_dataset before train_steps")
         batches, lrs = np.asarray(batches), np.asarray(lrs, dtype=np.float32)
         n = len(batches)
-        if batches.ndim != 2 or batches.shape[1] != self.batch:
-            raise LiteNetError(f"batches must have shape (steps, {self.batch}); got {batches.shape} "
+        if batches.ndim != 2 or batches.shape[1] != self.train.batch_size:
+            raise LiteNetError(f"batches must have shape (steps, {self.train.batch_size}); got {batches.shape} "
                                "(the CUDA backend's buffers are sized for the configured batch_size)")
         if lrs.shape != (n,):
             raise LiteNetError(f"expected {n} learning rates, got shape {lrs.shape}")
@@ -107,6 +118,7 @@ class CudaBackend:
         flips = np.zeros(batches.shape, np.uint8) if flips is None else np.asarray(flips).astype(np.uint8)
         if flips.shape != batches.shape:
             raise LiteNetError(f"flips must have the shape of batches {batches.shape}; got {flips.shape}")
+        batches, flips = batches[:, self.columns], flips[:, self.columns]
         done = 0
         while done < n:
             if self._pos == self.capacity:
@@ -125,7 +137,7 @@ class CudaBackend:
         self._drain()
         rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.stats_layout.width), np.float32)
         self._pending = []
-        return self.stats_layout.unpack(rows)
+        return reduce_stats(self.stats_layout.unpack(rows), self.comm)
 
     def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
         """Forward only, a batch_size chunk at a time through the evaluation buffers."""
@@ -184,7 +196,10 @@ class CudaBackend:
                 n = 1
             elif not self.use_graph or self._done == 0:  # the first step runs eagerly: modules load outside a capture
                 for launch in self._steps:
-                    self.dev.launch(launch)
+                    self._launch(launch)
+                n = 1
+            elif self.comm is not None:
+                self._split_step()
                 n = 1
             else:
                 n = self.steps_per_graph if count - k >= self.steps_per_graph else 1
@@ -194,8 +209,29 @@ class CudaBackend:
             k += n
             self._done += n
 
+    def _launch(self, launch) -> None:
+        if isinstance(launch, AllReduce):
+            self.comm.allreduce_sum_(launch.buffer, stream=getattr(self.dev, "stream", None))
+        else:
+            self.dev.launch(launch)
+
+    def _split_step(self) -> None:
+        """One data-parallel step: the graph of the kernels before the all-reduce, the all-reduce
+        itself (a call on the stream, outside any graph: docs/parallel.md), the graph of the rest."""
+        if self._split is None:
+            cut = next(i for i, launch in enumerate(self._steps) if isinstance(launch, AllReduce))
+            self._split = (self.dev.capture(self._steps[:cut]), self._steps[cut],
+                           self.dev.capture(self._steps[cut + 1:]))
+        before, allreduce, after = self._split
+        self.dev.replay(before)
+        self._launch(allreduce)
+        self.dev.replay(after)
+
     def _checked_step(self, pos: int) -> None:
         for launch in self._steps:
+            if isinstance(launch, AllReduce):
+                self._launch(launch)
+                continue
             try:
                 worst = run_checked(self.dev, launch, pos)
             except KernelMismatch as exc:
@@ -216,6 +252,8 @@ class CudaBackend:
     def _validated(self, launches):
         """Check every launch's arguments against its kernel's declared parameters, once."""
         for launch in launches:
+            if isinstance(launch, AllReduce):
+                continue
             params = sources.signatures(sources.kernel_file(launch.kernel))[launch.kernel]
             if len(params) != len(launch.args):
                 raise TypeError(f"{launch.kernel}: {len(launch.args)} arguments for {len(params)} parameters")

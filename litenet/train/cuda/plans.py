@@ -36,6 +36,16 @@ class Launch:
     check: Check | None = None
 
 
+@dataclass
+class AllReduce:
+    """Not a kernel: the communicator sums `buffer` over the ranks, in place, on the step's stream.
+    The backend makes the call between two graphs (docs/parallel.md says why not inside one)."""
+
+    buffer: object
+    kernel: str = "allreduce_sum"  # a name for logs and reports, like a launch's
+    check: None = None
+
+
 def arena_plan(model: ModelConfig, geometry: Geometry, plan: str, capacity: int) -> ArenaPlan:
     """Every buffer of a step of `plan` and of evaluation; docs/cuda.md explains the sharing."""
     B, d, H, C, L = geometry.batch, model.width, model.hidden, model.classes, model.blocks
@@ -222,11 +232,29 @@ class Plans:
         gm, sk = self._splitk("embed_backward")
         out.append(Launch(gm.kernel("embed_backward"), gm.grid, (v["S"], v["G1"], gv["embed.weight"], i32(B), i32(K), i32(d)) + sk,
                           check=tw.embed_backward()))
-        out.append(Launch("grad_norm_sq", math.ceil(self.P / 4096), (v["grads"], v["layout"], i32(self.T), v["ctr"],
-                                                                     v["stats"], i32(st.width)),
-                          check=tw.grad_norm_sq()))
+        out.append(self._grad_norm_sq())
         out.append(self._update())
         return out
+
+    def _grad_norm_sq(self) -> Launch:
+        v = self.v
+        return Launch("grad_norm_sq", math.ceil(self.P / 4096), (v["grads"], v["layout"], i32(self.T), v["ctr"],
+                                                                 v["stats"], i32(self.stats.width)),
+                      check=self.tw.grad_norm_sq())
+
+    def with_allreduce(self, steps: list[Launch], world_size: int) -> list:
+        """A data-parallel rank's step: its gradient kernels, then the gradient summed over the ranks
+        (AllReduce), averaged (grad_average, which also clears the rank's own ‖g_t‖²), measured again
+        (grad_norm_sq), and only then clipped and applied (sgd_clip_update) — so every rank makes the
+        same clip decision and the same update."""
+        *grads, update = steps
+        if grads[-1].kernel == "grad_norm_sq":  # the ops plan measures the rank's gradient here
+            grads.pop()
+        v = self.v
+        average = Launch("grad_average", self._elementwise_grid(self.P),
+                         (v["grads"], i32(self.P), f32(1.0 / world_size), i32(self.T), v["ctr"], v["stats"],
+                          i32(self.stats.width)), check=self.tw.grad_average(world_size))
+        return grads + [AllReduce(v["grads"]), average, self._grad_norm_sq(), update]
 
     def _backward_weight(self, gemm, x, dy, w, b, n_in, n_out) -> Launch:
         gm, sk = self._splitk(gemm)

@@ -154,6 +154,15 @@ class Twins:
         return Check({"grads": self.v["grads"], "before": self._row(self.st.grad_sq, T)},
                      {"grad_sq": self._row(self.st.grad_sq, T)}, twin, {"grad_sq": largest})
 
+    def grad_average(self, world_size: int) -> Check:
+        T = self.st.tensors
+        def twin(i, pos):
+            g = i["grads"].copy()
+            ref.grad_average(g, world_size)
+            return {"grads": g, "grad_sq": np.zeros(T)}
+        return Check({"grads": self.v["grads"]}, {"grads": self.v["grads"], "grad_sq": self._row(self.st.grad_sq, T)},
+                     twin)
+
     def grad_norm_clip(self) -> Check:
         t, P = self.t, self.v["grads"].size
         def twin(i, pos):
