@@ -28,6 +28,12 @@ def add_arguments(parser) -> None:
                         help="CUDA: compare every kernel with its NumPy twin for the first N steps")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"], help="NumPy backend precision")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar, one line per epoch")
+    ranks = parser.add_mutually_exclusive_group()
+    ranks.add_argument("--gpus", type=int, metavar="N",
+                       help="data-parallel over N GPUs: one CUDA rank per GPU, gradients summed by NCCL "
+                            "(docs/parallel.md); 1 trains as usual")
+    ranks.add_argument("--processes", type=int, metavar="N",
+                       help="data-parallel over N NumPy processes on this CPU (shared memory); 1 trains as usual")
     group = parser.add_argument_group("settings (override the preset; see models/*.toml)")
     for cls in (ModelConfig, TrainConfig):
         for field in dataclasses.fields(cls):
@@ -52,14 +58,42 @@ def settings_from_args(args):
 
 
 def run(args) -> int:
+    """`litenet train`: one rank in this process, or N ranks through the launcher."""
+    settings_from_args(args)  # a wrong preset or setting is reported before anything else
+    backend, world = _ranks(args)
+    if world > 1:
+        from litenet.train.parallel.launch import launch
+        return launch(args, backend, world)
+    return train_rank(args, backend)
+
+
+def _ranks(args) -> tuple[str, int]:
+    """The backend and the number of ranks that --backend, --gpus and --processes ask for."""
+    from litenet.train.backends import choose_backend
+
+    if args.gpus is not None:
+        if args.gpus < 1:
+            raise LiteNetError("--gpus needs a number of GPUs ≥ 1")
+        if args.backend == "numpy":
+            raise LiteNetError("--gpus trains one CUDA rank per GPU; for NumPy ranks on the CPU use --processes N")
+        return "cuda", args.gpus
+    if args.processes is not None:
+        if args.processes < 1:
+            raise LiteNetError("--processes needs a number of processes ≥ 1")
+        if args.backend == "cuda":
+            raise LiteNetError("--processes runs NumPy ranks on the CPU; for CUDA ranks use --gpus N")
+        return "numpy", args.processes
+    return choose_backend(args.backend), 1
+
+
+def run_folder(args, preset_name: str) -> Path:
+    return Path(args.out or Path("models") / preset_name)
+
+
+def backend_options(args, backend: str) -> dict:
+    """The backend's keyword options that the command line asks for."""
     import numpy as np
 
-    from litenet.data import open_cifar10
-    from litenet.train.backends import choose_backend
-    from litenet.train.trainer import Split, Trainer
-
-    name, model, train = settings_from_args(args)
-    backend = choose_backend(args.backend)
     options = {}
     if args.check_kernels:
         if backend != "cuda":
@@ -69,21 +103,37 @@ def run(args) -> int:
         if backend != "numpy":
             raise LiteNetError("--dtype float64 is for the NumPy backend; add --backend numpy")
         options["dtype"] = np.float64
-    ds = open_cifar10(data=args.data, maps=args.maps, allow_partial=args.allow_partial)
+    return options
+
+
+def train_rank(args, backend: str, comm=None) -> int:
+    """Train as one rank of `comm` (the whole run when None): every rank of a launch runs this."""
+    from litenet.data import open_cifar10
+    from litenet.train.trainer import Split, Trainer
+
+    name, model, train = settings_from_args(args)
+    writer = comm is None or comm.rank == 0
+    world = 1 if comm is None else comm.world_size
+    options = backend_options(args, backend)
+    ds = open_cifar10(data=args.data, maps=args.maps, allow_partial=args.allow_partial, progress=writer)
     train_split = Split(ds.train.images[:args.limit], ds.train.labels[:args.limit])
     test_split = Split(ds.test.images[:args.test_limit], ds.test.labels[:args.test_limit])
-    out = Path(args.out or Path("models") / name)
-    print(f"litenet train: {name} on {len(train_split.images)} images, {backend} backend, "
-          f"{train.epochs} epochs of {len(train_split.images) // train.batch_size} steps → {out}")
+    out = run_folder(args, name)
+    if writer:
+        ranks = f" × {world} ranks ({train.batch_size // world} images each per step)" if world > 1 else ""
+        print(f"litenet train: {name} on {len(train_split.images)} images, {backend} backend{ranks}, "
+              f"{train.epochs} epochs of {len(train_split.images) // train.batch_size} steps → {out}", flush=True)
     started = time.perf_counter()
     result = Trainer(name, model, train, out, train_split, test_split, tuple(ds.classes), backend=backend,
                      backend_options=options, resume=args.resume, force=args.force, progress=not args.no_progress,
-                     data_info={"train_images": len(train_split.images), "test_images": len(test_split.images)}).run()
+                     data_info={"train_images": len(train_split.images), "test_images": len(test_split.images)},
+                     comm=comm).run()
     if result.stopped == "diverged":
         return 3
     if result.stopped == "interrupted":
         return 130
-    acc = "n/a" if result.test_accuracy is None else f"{100 * result.test_accuracy:.2f}%"
-    print(f"litenet train: done in {time.perf_counter() - started:.0f} s; test accuracy {acc}; "
-          f"weights in {out / 'weights.safetensors'}", file=sys.stderr)
+    if writer:
+        acc = "n/a" if result.test_accuracy is None else f"{100 * result.test_accuracy:.2f}%"
+        print(f"litenet train: done in {time.perf_counter() - started:.0f} s; test accuracy {acc}; "
+              f"weights in {out / 'weights.safetensors'}", file=sys.stderr)
     return 0

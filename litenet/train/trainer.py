@@ -49,8 +49,8 @@ class TrainResult:
 class Interrupt:
     """Turns the first Ctrl-C into a request to save and stop; a second one stops at once."""
 
-    def __init__(self):
-        self.requested = False
+    def __init__(self, announce: bool = True):
+        self.requested, self.announce = False, announce  # one rank of a run announces for all
         self._previous = None
 
     def __enter__(self):
@@ -66,8 +66,9 @@ class Interrupt:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print("\nlitenet: stopping after the current steps and saving a checkpoint (Ctrl-C again to abort)",
-              file=sys.stderr)
+        if self.announce:
+            print("\nlitenet: stopping after the current steps and saving a checkpoint (Ctrl-C again to abort)",
+                  file=sys.stderr)
 
 
 def _in_main_thread() -> bool:
@@ -150,7 +151,7 @@ class Trainer:
         backend, position = self._start()
         bar = _progress_bar(self.total_steps, position.global_step, self.progress and self.writer)
         try:
-            with Interrupt() as interrupt:
+            with Interrupt(announce=self.writer) as interrupt:
                 for epoch in range(position.epoch, self.train.epochs):
                     ended = self._run_epoch(backend, epoch, position.step_in_epoch, interrupt, bar)
                     position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)

@@ -4,7 +4,12 @@ two-rank run costs no process start-up; and the weight comparison with its compu
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 
@@ -119,3 +124,24 @@ class DriftingBackend(SpyBackend):
         if self.comm is not None and self.comm.rank == 1 and len(self.trace) == 1:
             self.params[0] = np.nextafter(self.params[0], np.float32(np.inf))
         return stats
+
+
+# -- rank processes for the launcher's tests (spawned children import these by name) -------------
+
+
+def exit_after(code: int, delay: float) -> None:
+    time.sleep(delay)
+    sys.exit(code)
+
+
+def count_interrupts(ready: str) -> None:
+    """Say it is ready, wait for SIGINT, then a little longer (a second, stray one would arrive);
+    exit 100 + how many came, or 99 if still in the launcher's process group."""
+    got = []
+    signal.signal(signal.SIGINT, lambda *_: got.append(1))
+    Path(ready, f"{os.getpid()}").touch()
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    sys.exit(99 if os.getpgid(0) != os.getpid() else 100 + len(got))

@@ -69,23 +69,29 @@ def test_a_drifting_rank_is_caught(tmp_path):
         run_ranks(2, lambda comm: trainer(tmp_path, comm, backend="drift").run())
 
 
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """A two-rank run from start to end, to resume against."""
+    out = tmp_path_factory.mktemp("whole")
+    run_ranks(2, lambda comm: trainer(out, comm).run())
+    return out
+
+
 @pytest.mark.parametrize("stop_at", [7, 10])  # mid-epoch, at an epoch's end
-def test_resume_of_a_two_rank_run(tmp_path, stop_at):
-    run_ranks(2, lambda comm: trainer(tmp_path / "whole", comm).run())
-    first = run_ranks(2, lambda comm: trainer(tmp_path / "split", comm, stop_after_steps=stop_at).run())
+def test_resume_of_a_two_rank_run(tmp_path, whole, stop_at):
+    first = run_ranks(2, lambda comm: trainer(tmp_path, comm, stop_after_steps=stop_at).run())
     assert [r.stopped for r in first] == ["interrupted"] * 2
     assert all(r.position.global_step == stop_at for r in first)
-    run_ranks(2, lambda comm: trainer(tmp_path / "split", comm, resume=True).run())  # both read the checkpoint
-    assert np.array_equal(load_model(tmp_path / "split")[0], load_model(tmp_path / "whole")[0])
-    assert np.array_equal(step_losses(tmp_path / "split"), step_losses(tmp_path / "whole"))
+    run_ranks(2, lambda comm: trainer(tmp_path, comm, resume=True).run())  # both read the checkpoint
+    assert np.array_equal(load_model(tmp_path)[0], load_model(whole)[0])
+    assert np.array_equal(step_losses(tmp_path), step_losses(whole))
 
 
-def test_a_two_rank_checkpoint_resumes_on_one_rank(tmp_path):
+def test_a_two_rank_checkpoint_resumes_on_one_rank(tmp_path, whole):
     """The checkpoint holds the global state, so the number of ranks may change on resume."""
-    run_ranks(2, lambda comm: trainer(tmp_path / "whole", comm).run())
-    run_ranks(2, lambda comm: trainer(tmp_path / "split", comm, stop_after_steps=13).run())
-    trainer(tmp_path / "split", resume=True).run()
-    weights = weights_agree(load_model(tmp_path / "split")[0], load_model(tmp_path / "whole")[0], 30, MODEL, TRAIN)
+    run_ranks(2, lambda comm: trainer(tmp_path, comm, stop_after_steps=13).run())
+    trainer(tmp_path, resume=True).run()
+    weights = weights_agree(load_model(tmp_path)[0], load_model(whole)[0], 30, MODEL, TRAIN)
     assert weights["ok"], weights
 
 
