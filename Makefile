@@ -83,6 +83,15 @@ compile-kernels:  ## compile every kernels/*.cu with nvcc for sm_75 and sm_90 (s
 	@for f in kernels/*.cu; do echo "nvcc $$f"; nvcc -c -std=c++14 -gencode=arch=compute_75,code=sm_75 \
 	  -gencode=arch=compute_90,code=sm_90 -o /dev/null $$f || exit 1; done
 
+# --- Data-parallel --- (litenet/train/parallel; docs/parallel.md)
+.PHONY: gpu-parallel-check
+gpu-parallel-check: $(GPU_VENV_DEPS)  ## (1 GPU, ~30 s) 100 steps plain vs as the only rank of an NCCL group: weights must agree
+	$(PY) bench/gpu_parallel_check.py
+
+.PHONY: bench-multigpu
+bench-multigpu: $(GPU_VENV_DEPS)  ## (≥ 2 GPUs) N GPUs vs 1 at the same global batch: weights after 100 steps, images/s, scaling efficiency into bench/results/
+	$(PY) bench/bench_multigpu.py --out bench/results/multigpu-$$(date -u +%F).md
+
 # --- Insight --- (litenet/insight; docs/insight.md)
 INSIGHT_MODEL ?= models/litenet-base
 INSIGHT_RUN ?= $(if $(wildcard $(INSIGHT_MODEL)/metrics.jsonl),$(INSIGHT_MODEL),runs/ship-litenet-base)

@@ -9,6 +9,9 @@ where "embed" is embed_forward_rows, or embed_inputs + embed_forward (geometry.e
 plus the forward alone for evaluation. Every launch reads its per-step inputs (batch indices,
 flips, learning rate, statistics row) through the device step counter, so the list is captured
 once into a CUDA graph and replayed for every step.
+
+A data-parallel rank's step (with_allreduce, docs/parallel.md) inserts, before the update, an
+AllReduce of the flat gradient (a communicator call, not a kernel), grad_average and grad_norm_sq.
 """
 
 from __future__ import annotations

@@ -18,11 +18,16 @@ from litenet.errors import LiteNetError
 
 
 def _nccl():
+    """cupy.cuda.nccl, or a LiteNetError saying how to get it. Without libnccl some CuPy versions
+    fail the import and others import a module without the NCCL functions, so both are checked."""
     try:
         from cupy.cuda import nccl
-    except Exception as exc:  # ImportError, or libnccl missing
-        raise LiteNetError(f"NCCL is unavailable through CuPy ({type(exc).__name__}: {exc}); install NCCL for "
-                           "your CuPy (docs/parallel.md) or train on one GPU") from None
+        missing = None if hasattr(nccl, "NcclCommunicator") else "CuPy found no NCCL library"
+    except Exception as exc:  # ImportError (libnccl.so.2 not found), or CuPy itself missing
+        missing = f"{type(exc).__name__}: {exc}"
+    if missing:
+        raise LiteNetError(f"NCCL is unavailable through CuPy ({missing}); install the NCCL wheel for your CUDA "
+                           "(e.g. pip install nvidia-nccl-cu12; docs/parallel.md) or train on one GPU")
     return nccl
 
 
