@@ -141,6 +141,11 @@ def main() -> int:
 
     import os
 
+    from litenet.train.backends import cuda_unavailable_reason
+    reason = cuda_unavailable_reason()
+    if reason:
+        print(f"bench-multigpu: needs CuPy and ≥ 2 GPUs ({reason})", file=sys.stderr)
+        return 2
     import cupy
     os.environ.update(CHILD_ENV)  # NVLink multicast off, here (the NCCL id) and in every rank
     available = cupy.cuda.runtime.getDeviceCount()
@@ -153,7 +158,7 @@ def main() -> int:
              f"{4 * param_count(model) / 2**20:.1f} MiB all-reduced per step), {CHECK_STEPS} checked steps",
              "", "| global batch | GPUs | per GPU | step (ms) | images/s | speed-up | scaling efficiency | "
              f"weights vs 1 GPU after {CHECK_STEPS} steps: max abs, rel, of bound |", "|---|---|---|---|---|---|---|---|"]
-    raw = []
+    raw, rows = [], []
     for batch in args.batches:
         if any(batch % n for n in counts):
             print(f"bench-multigpu: batch {batch} does not split over {counts} GPUs; skipped", file=sys.stderr)
@@ -172,6 +177,8 @@ def main() -> int:
                          f"{agreement['max_rel']:.2g}, {agreement['bound_ratio']:.2g}"
                          f"{'' if agreement['ok'] else ' FAIL'} |")
             raw.append({k: v for k, v in r.items() if k != "weights"} | {"agreement": agreement})
+    if not raw:
+        return 2
     lines += ["", f"Device: {rows[0]['device']}; plan {rows[0]['plan']}; the N-GPU runs take two graphs and an NCCL "
               f"all-reduce per step; images/s = median of {args.repeats} event-timed runs of {rows[0]['steps']} steps."]
     text = "\n".join(lines)

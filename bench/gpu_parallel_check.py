@@ -30,6 +30,7 @@ from litenet.model import init_params  # noqa: E402
 from litenet.train.parallel.launch import CHILD_ENV  # noqa: E402
 
 STEPS = 100
+IMAGES = synthetic_data(8192)  # made once: every run trains on the same images
 
 
 def train(preset: str, batch: int, comm=None):
@@ -37,7 +38,7 @@ def train(preset: str, batch: int, comm=None):
 
     model, train = settings(preset, batch)
     cuda = CudaBackend(model, train, init_params(model, train.seed), comm=comm)
-    cuda.load_dataset(*synthetic_data(8192))
+    cuda.load_dataset(*IMAGES)
     cuda.train_steps(*steps_of(train, STEPS, 8192))
     return cuda, cuda.fetch_stats(), cuda.state()["params"]
 
