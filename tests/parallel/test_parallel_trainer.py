@@ -10,7 +10,7 @@ from parallel_fixtures import DriftingBackend, SpyBackend, run_ranks, split, sta
 from litenet.model import ModelConfig, TrainConfig
 from litenet.train.backends import BACKENDS
 from litenet.train.checkpoint import read_metrics
-from litenet.train.parallel.comm import ReplicaMismatch
+from litenet.train.parallel.comm import ReplicaMismatch, SingleRank
 from litenet.train.trainer import Trainer
 from litenet.weights import load_model
 
@@ -52,6 +52,17 @@ def test_two_ranks_hold_one_set_of_weights_and_match_one_rank(tmp_path):
     losses = stats_agree(step_losses(tmp_path / "two"), step_losses(tmp_path / "one"), 30, MODEL, TRAIN)
     assert losses["ok"], losses
     assert results[0].test_accuracy is not None and results[1].test_accuracy is None  # rank 0 evaluates
+
+
+def test_one_rank_is_the_plain_trainer(tmp_path):
+    """SingleRank, and a world of one through shared memory: the same bits as no communicator."""
+    trainer(tmp_path / "plain").run()
+    trainer(tmp_path / "single", SingleRank()).run()
+    run_ranks(1, lambda comm: trainer(tmp_path / "shared", comm).run())
+    want = load_model(tmp_path / "plain")[0]
+    for name in ("single", "shared"):
+        assert np.array_equal(load_model(tmp_path / name)[0], want)
+        assert np.array_equal(step_losses(tmp_path / name), step_losses(tmp_path / "plain"))
 
 
 def test_only_rank_0_writes(tmp_path):
