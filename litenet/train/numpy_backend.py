@@ -25,6 +25,7 @@ class NumpyBackend:
         self.params = np.array(params, dtype=dtype)
         self.velocity = np.zeros_like(self.params)
         self.grads = np.zeros_like(self.params)
+        self._scratch = np.empty_like(self.params)  # the optimiser's temporaries, allocated once
         self._images = self._labels = None
         self._stats: list[dict] = []
 
@@ -61,7 +62,7 @@ class NumpyBackend:
             ref.grad_average(self.grads, self.comm.world_size)
         grad_sq = [float(np.dot(g.ravel(), g.ravel())) for g in param_views(self.grads, self.model).values()]
         norm, clipped = ref.grad_norm_clip(self.grads, t.clip_threshold, t.clip_norm)
-        ref.sgd_momentum_update(self.params, self.velocity, self.grads, lr, t.momentum, t.weight_decay)
+        ref.sgd_momentum_update(self.params, self.velocity, self.grads, lr, t.momentum, t.weight_decay, self._scratch)
         stats = {"loss": float(loss), "grad_norm": norm, "clipped": clipped, "grad_sq": grad_sq,
                  "path": [network.path_sums(b) for b in block_grads]}
         self._stats.append(stats)
