@@ -16,7 +16,7 @@ epochs_flag = $(if $(EPOCHS),--epochs $(EPOCHS),)
 
 .PHONY: help
 help:  ## list the targets
-	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
 	@echo "  variables: PRESET=$(PRESET) EPOCHS=<preset's> BACKEND=$(BACKEND) DATA=<search order> OUT=$(OUT)"
 
 $(VENV)/bin/python:
@@ -66,6 +66,10 @@ export-int8: $(VENV)/.installed-train+export data  ## write ONNX fp32 + int8 QDQ
 .PHONY: export-report
 export-report: $(VENV)/.installed-train+export data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/export-PRESET.md
 	$(PY) -m litenet.export.report --weights $(OUT) --calib $(CALIB) --out bench/results/export-$(PRESET).md $(data_flag)
+
+.PHONY: export-ablation
+export-ablation: $(VENV)/.installed-train+export data  ## score int8 variants (rounding, bias correction) of OUT against fp32 off the test set into bench/results/
+	$(PY) -m litenet.export.ablation --weights $(OUT) --calib $(CALIB) --out bench/results/export-ablation-$(PRESET).md $(data_flag)
 
 # --- CUDA --- (litenet/train/cuda, kernels/*.cu; docs/cuda.md)
 GPU_VENV_DEPS := $(VENV)/.installed-dev$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),)

@@ -27,6 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weight-max", type=int, choices=(64, 127), default=64,
                         help="int8 weight range ±64 (default: exact in ONNX Runtime on every CPU) or ±127 "
                              "(finer, but ONNX Runtime on x86 CPUs without VNNI then saturates; docs/export.md)")
+    parser.add_argument("--rounding", choices=("gptq", "nearest"), default="gptq",
+                        help="how int8 weights are rounded: gptq (default: least error of each layer's output on "
+                             "the calibration images) or nearest")
+    parser.add_argument("--no-bias-correction", action="store_true",
+                        help="keep the trained biases (default: add the int8 network's mean output error on the "
+                             "calibration images to them)")
     parser.add_argument("--no-engine", action="store_true", help="do not build a TensorRT engine even where possible")
     parser.add_argument("--data", metavar="PATH", help="CIFAR-10 source (default: litenet data's search order)")
     parser.add_argument("--maps", metavar="DIR", help="where the CIFAR-10 memory maps live")
@@ -36,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     """Export, then print the table; user mistakes raise LiteNetError for the dispatcher to print."""
     options = ExportOptions(int8=args.int8, calib=args.calib, method=args.method, percentile=args.percentile,
                             scales_file=args.scales, seed=args.seed, engine=not args.no_engine,
-                            weight_max=args.weight_max)
+                            weight_max=args.weight_max, rounding=args.rounding,
+                            bias_correction=not args.no_bias_correction)
     report = export_model(args.weights, args.out, options, data=args.data, maps=args.maps,
                           log=lambda line: print(line, file=sys.stderr))
     print(format_report(report))
@@ -61,7 +68,9 @@ def format_report(report: ExportReport) -> str:
         lines.append(f"ONNX Runtime CPU int8 kernels: {k['int8_kernels']} "
                      f"({', '.join(f'{n} {c}' for n, c in sorted(k['ops'].items()) if 'Integer' in n or 'QLinear' in n)})")
     if report.scales:
-        lines.append(f"calibration: {report.scales.method} on {report.scales.source.get('images', '?')} training images")
+        lines.append(f"calibration: {report.scales.method} on {report.scales.source.get('images', '?')} training images"
+                     + (f"; weights: {report.weights.rounding} rounding, bias correction {report.weights.bias_correction}"
+                        if report.weights else ""))
     lines += [report.engine_note] if report.engine_note else []
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)

@@ -8,28 +8,29 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.export.qdq import quantized_weights
+from litenet.export.qdq import Int8Weights
 from litenet.export.scales import Scales
 from litenet.model import ModelConfig, param_views
-from litenet.runtime.int8_plan import ACT_MAX, ACT_MIN, PLAN_FORMAT, WEIGHT_MAX
+from litenet.runtime.int8_plan import ACT_MAX, ACT_MIN, PLAN_FORMAT
 
 
 def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales,
-                 weight_max: int = WEIGHT_MAX) -> dict[str, np.ndarray]:
-    """Every tensor of the plan, by name.
+                 weights: Int8Weights | None = None) -> dict[str, np.ndarray]:
+    """Every tensor of the plan, by name; `weights` (W_q, s_w, biases) default: Int8Weights.nearest.
 
     Weights are stored (out, in), i.e. transposed against the float weights file, so that the
     in-features of one output channel are contiguous: four consecutive int8 form the 32-bit word
     one dp4a instruction consumes.
     """
     p = param_views(np.asarray(params, np.float32), model)
+    weights = weights or Int8Weights.nearest(params, model)
     tensors: dict[str, np.ndarray] = {}
-    for layer, (w_q, s_w) in quantized_weights(params, model, weight_max).items():
+    for layer, (w_q, s_w) in weights.weights.items():
         tensors[f"{layer}.weight"] = np.ascontiguousarray(w_q.T)
         tensors[f"{layer}.weight_scale"] = s_w
         tensors[f"{layer}.input_scale"] = np.array([scales.activation[f"{layer}.input"]], np.float32)
-        if f"{layer}.bias" in p:
-            tensors[f"{layer}.bias"] = np.ascontiguousarray(p[f"{layer}.bias"])
+        if layer in weights.biases:
+            tensors[f"{layer}.bias"] = np.array(weights.biases[layer], np.float32)
     for i in range(model.blocks):
         for name in ("gamma", "beta"):
             tensors[f"blocks.{i}.ln.{name}"] = np.ascontiguousarray(p[f"blocks.{i}.ln.{name}"])
@@ -37,8 +38,10 @@ def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales,
 
 
 def plan_metadata(model: ModelConfig, scales: Scales, preset: str, classes: list[str],
-                  weight_max: int = WEIGHT_MAX, **extra) -> dict[str, str]:
-    """The plan's string metadata: format, architecture, class names and the arithmetic contract."""
+                  weights: Int8Weights, **extra) -> dict[str, str]:
+    """The plan's string metadata: format, architecture, class names and the arithmetic contract
+    (plus, for people, how W_q was rounded and whether the biases were corrected)."""
+    weight_max = weights.weight_max
     return {
         "format": PLAN_FORMAT,
         "preset": preset,
@@ -50,6 +53,8 @@ def plan_metadata(model: ModelConfig, scales: Scales, preset: str, classes: list
         "weight_range": f"[-{weight_max}, {weight_max}]",
         "accumulate": "int32; y = float32(acc) * (input_scale * weight_scale[n]) + bias[n]",
         "calibration_method": scales.method,
+        "weight_rounding": weights.rounding,
+        "bias_correction": weights.bias_correction,
         **{k: v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()},
     }
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from litenet.atomic import atomic_path
 from litenet.errors import LiteNetError
-from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, scales as sc, tensorrt
+from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine, scales as sc, tensorrt
 from litenet.export.calibrate import DEFAULT_PERCENTILE, METHODS, calibration_images
 from litenet.export.onnx_fp32 import INPUT_DOC, build_fp32
 from litenet.runtime import int8_plan as plan_runtime
@@ -51,6 +51,8 @@ class ExportOptions:
     seed: int = 0  # which training images the calibration draws
     engine: bool = True  # build a TensorRT engine where TensorRT and a GPU are usable
     weight_max: int = qdq.WEIGHT_MAX  # 64, or 127 for targets without ONNX Runtime on AVX2-only x86
+    rounding: str = "gptq"  # how W_q is rounded: "gptq" (output-aware, on the calibration images) or "nearest"
+    bias_correction: bool = True  # fold the int8 network's mean output error into the float biases
 
 
 @dataclass
@@ -63,6 +65,7 @@ class ExportReport:
     plan_check: dict | None = None
     kernels: dict | None = None
     scales: sc.Scales | None = None
+    weights: qdq.Int8Weights | None = None
     engine_note: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -75,6 +78,8 @@ def validate(options: ExportOptions) -> None:
         raise LiteNetError(f"--calib must be at least 1 image, got {options.calib}")
     if options.weight_max not in qdq.WEIGHT_MAX_CHOICES:
         raise LiteNetError(f"--weight-max must be one of {', '.join(map(str, qdq.WEIGHT_MAX_CHOICES))}")
+    if options.rounding not in refine.ROUNDINGS:
+        raise LiteNetError(f"--rounding must be one of {', '.join(refine.ROUNDINGS)}, got {options.rounding!r}")
     if not 0 < options.percentile <= 100:
         raise LiteNetError(f"--percentile must be in (0, 100], got {options.percentile}")
     if options.scales_file is not None and not Path(options.scales_file).is_file():
@@ -159,12 +164,19 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
         path = Path(options.scales_file)
         scales = sc.from_json(path.read_text(encoding="utf-8"), model, str(path))
         log(f"int8: reusing the {scales.method} scales in {path}")
+        # The weights are chosen on the images that calibration used, so the same file gives the same model.
+        images = calibration_images(ds.train.images, int(scales.source.get("images", options.calib)),
+                                    int(scales.source.get("seed", options.seed)))
     else:
         images = calibration_images(ds.train.images, options.calib, options.seed)
         log(f"int8: calibrating ({options.method}) on {len(images)} training images (seed {options.seed})")
         scales = sc.calibrate(params, model, images, options.method, options.percentile,
                               source={"split": "train", "seed": options.seed, "sampling": "uniform without replacement"})
-    qmodel = qdq.build_qdq(params, model, scales, meta, options.weight_max)
+    log(f"int8: weights ({options.rounding} rounding"
+        f"{', bias correction' if options.bias_correction else ''}) on the same {len(images)} images")
+    weights = refine.int8_weights(params, model, scales, images, options.weight_max, options.rounding,
+                                  options.bias_correction)
+    qmodel = qdq.build_qdq(params, model, scales, meta, weights)
     onnx_graph.check(qmodel)
     z8 = evaluate.logits(evaluate.session(qmodel), test_images)
     acc8 = evaluate.accuracy(z8, test_labels)
@@ -173,12 +185,12 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
     if report.kernels["float_matmuls_after_dq"]:
         report.notes.append("ONNX Runtime left MatMuls in float: " + ", ".join(report.kernels["float_matmuls_after_dq"]))
 
-    tensors = int8_plan.plan_tensors(params, model, scales, options.weight_max)
-    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), options.weight_max)
+    tensors = int8_plan.plan_tensors(params, model, scales, weights)
+    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), weights)
     z_plan = plan_runtime.run_plan(plan_runtime.plan_from_tensors(tensors, plan_meta), test_images)
     acc_plan = evaluate.accuracy(z_plan, test_labels)
     report.plan_check = checks.plan_agreement(z_plan, z8)
-    report.scales = scales
+    report.scales, report.weights = scales, weights
     plan_bytes = int8_plan.plan_bytes(tensors, {**plan_meta, "test_accuracy": str(round(acc_plan, 6))})
     qbytes = qmodel.SerializeToString()
     report.artifacts += [Artifact(INT8_FILE, qbytes, acc8),

@@ -3,8 +3,10 @@
 Activations: per tensor, symmetric int8, zero point 0 (TensorRT's explicit quantization accepts
 nothing else). Weights: per output column, symmetric int8 in [−64, 64] by default (see
 litenet.runtime.int8_plan.WEIGHT_MAX for why not [−127, 127]), each column's scale set by the clip
-point with the least squared error. Biases, GELU and LayerNorm stay
-float32. Two details of the layout are there for ONNX Runtime's CPU kernels (docs/export.md):
+point with the least squared error. Which integers W_q and which float biases go in is an
+`Int8Weights`: rounded to nearest here, or chosen on the calibration images by
+litenet.export.refine (GPTQ rounding, bias correction; what litenet export does). Biases, GELU and
+LayerNorm stay float32. Two details of the layout are there for ONNX Runtime's CPU kernels (docs/export.md):
 
 * Weights are float32 initializers holding exactly q·s, followed by QuantizeLinear and
   DequantizeLinear. TensorRT 8.x requires Q/DQ weights in FP32 (int8 initializers arrived with
@@ -19,6 +21,8 @@ float32. Two details of the layout are there for ONNX Runtime's CPU kernels (doc
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -59,20 +63,48 @@ def quantize_weight(weight: np.ndarray, weight_max: int = WEIGHT_MAX) -> tuple[n
     return quantize(weight, scales[None, :], -weight_max, weight_max), scales
 
 
+@dataclass(frozen=True)
+class Int8Weights:
+    """What both the QDQ model and the plan carry for each MatMul: W_q (in, out) int8 and s_w (out,),
+    and the float32 bias of each layer that has one (the trained bias, or a corrected one:
+    litenet.export.refine). How W_q was rounded and whether the biases were corrected is recorded."""
+
+    weights: dict[str, tuple[np.ndarray, np.ndarray]]  # layer → (W_q, s_w)
+    biases: dict[str, np.ndarray]  # layer → float32 bias
+    weight_max: int = WEIGHT_MAX
+    rounding: str = "nearest"
+    bias_correction: str = "none"
+
+    @classmethod
+    def nearest(cls, params: np.ndarray, model: ModelConfig, weight_max: int = WEIGHT_MAX) -> "Int8Weights":
+        """Round to nearest at each column's clip point, biases as trained: needs no data."""
+        p = param_views(np.asarray(params, np.float32), model)
+        layers = [w.removesuffix(".weight") for _, w in og.matmul_inputs(model)]
+        return cls({layer: quantize_weight(p[f"{layer}.weight"], weight_max) for layer in layers},
+                   {layer: np.array(p[f"{layer}.bias"], np.float32) for layer in layers if f"{layer}.bias" in p},
+                   weight_max)
+
+    def describe(self) -> dict[str, object]:
+        """Metadata entries for the files that carry these weights."""
+        return {"weight_range": [-self.weight_max, self.weight_max], "weight_rounding": self.rounding,
+                "bias_correction": self.bias_correction}
+
+
 class QdqLinear:
     """x → Q → DQ → MatMul ← DQ ← Q ← (W_q · s_w), then Sum with the bias."""
 
-    def __init__(self, scales: Scales, weight_max: int = WEIGHT_MAX):
-        self.scales, self.weight_max = scales, weight_max
+    def __init__(self, scales: Scales, weights: Int8Weights):
+        self.scales, self.weights = scales, weights
 
     def linear(self, g: og.GraphBuilder, x: str, act_name: str, layer: str, weight: np.ndarray,
                bias: np.ndarray | None, out: str | None = None) -> str:
-        """Emit the quantized x @ W (+ b); returns the output's name."""
+        """Emit the quantized x @ W (+ b); returns the output's name. `weight` and `bias` (the float
+        ones) are ignored: the layer's W_q, s_w and bias come from the Int8Weights."""
         zero = g.const(f"{act_name}.zero_point", 0, np.int8)
         s_x = g.const(f"{act_name}.scale", self.scales.activation[act_name])
         x_q = g.op("QuantizeLinear", [x, s_x, zero], f"{act_name}.quantized")
         x_dq = g.op("DequantizeLinear", [x_q, s_x, zero], f"{act_name}.dequantized")
-        w_q, s_w = quantize_weight(weight, self.weight_max)
+        w_q, s_w = self.weights.weights[layer]
         w_float = g.const(f"{layer}.weight", w_q.astype(np.float32) * s_w)  # exactly representable
         w_scale = g.const(f"{layer}.weight_scale", s_w)
         w_zero = g.const(f"{layer}.weight_zero_point", np.zeros(len(s_w)), np.int8)
@@ -81,22 +113,15 @@ class QdqLinear:
         y = g.op("MatMul", [x_dq, w_dq], f"{layer}.matmul")
         if bias is None:
             return g.op("Sum", [y], f"{layer}.out")
-        return g.op("Sum", [y, g.const(f"{layer}.bias", bias)], out or f"{layer}.out")
+        return g.op("Sum", [y, g.const(f"{layer}.bias", self.weights.biases[layer])], out or f"{layer}.out")
 
 
 def build_qdq(params: np.ndarray, model: ModelConfig, scales: Scales, metadata: dict[str, object],
-              weight_max: int = WEIGHT_MAX) -> onnx.ModelProto:
-    """The int8 QDQ model (same input and output as the fp32 one)."""
-    graph = og.build_graph(params, model, QdqLinear(scales, weight_max), name="litenet_int8_qdq")
+              weights: Int8Weights | None = None) -> onnx.ModelProto:
+    """The int8 QDQ model (same input and output as the fp32 one); `weights` default: Int8Weights.nearest."""
+    weights = weights or Int8Weights.nearest(params, model)
+    graph = og.build_graph(params, model, QdqLinear(scales, weights), name="litenet_int8_qdq")
     doc = ("LiteNet int8 (QDQ). Input images: float32 NHWC (N, 32, 32, 3) in [0, 1]; output logits. "
            "Per-tensor symmetric int8 activations, per-channel symmetric int8 weights; see docs/export.md.")
     return og.make_model(graph, {**metadata, "quantization": "int8-qdq",
-                                 "calibration_method": scales.method,
-                                 "weight_range": [-weight_max, weight_max]}, doc)
-
-
-def quantized_weights(params: np.ndarray, model: ModelConfig,
-                      weight_max: int = WEIGHT_MAX) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """layer → (W_q (in, out) int8, s_w) for every MatMul weight: what both the QDQ model and the plan carry."""
-    p = param_views(np.asarray(params, np.float32), model)
-    return {w.removesuffix(".weight"): quantize_weight(p[w], weight_max) for _, w in og.matmul_inputs(model)}
+                                 "calibration_method": scales.method, **weights.describe()}, doc)

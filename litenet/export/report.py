@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from litenet.errors import LiteNetError
-from litenet.export import checks, evaluate, onnx_graph, peer, qdq
+from litenet.export import checks, evaluate, onnx_graph, peer, qdq, refine
 from litenet.export import scales as sc
 from litenet.export.calibrate import METHODS, calibration_images
 from litenet.export.int8_plan import plan_metadata, plan_tensors
@@ -48,9 +48,9 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def run_plan_tensors(tensors: dict, model, scales, wmax: int, images: np.ndarray) -> np.ndarray:
+def run_plan_tensors(tensors: dict, model, scales, weights: qdq.Int8Weights, images: np.ndarray) -> np.ndarray:
     """Execute plan tensors in memory (the same executor as a plan file, without writing one)."""
-    meta = plan_metadata(model, scales, "report", [], wmax)
+    meta = plan_metadata(model, scales, "report", [], weights)
     return plan_rt.run_plan(plan_rt.plan_from_tensors(tensors, meta), images)
 
 
@@ -116,17 +116,24 @@ def measure(weights: str | Path, calib: int = DEFAULT_CALIB, seed: int = 0, data
     log(f"calibrating on {len(images)} training images")
     base = sc.calibrate(params, model, images, DEFAULT_METHOD)
     ours, rows, right = {}, [], {}
-    variants = [(m, qdq.WEIGHT_MAX) for m in METHODS] + [(DEFAULT_METHOD, 127)]
-    for method, wmax in variants:
+    # (method, weight range, W_q rounding, bias correction): ours as exported, then what the exporter
+    # did before GPTQ and bias correction, then the ±127 weights ONNX Runtime saturates on AVX2.
+    variants = [(m, qdq.WEIGHT_MAX, "gptq", True) for m in METHODS] + [
+        (DEFAULT_METHOD, qdq.WEIGHT_MAX, "nearest", False), (DEFAULT_METHOD, 127, "gptq", True)]
+    z32_argmax = z32.argmax(1)
+    for method, wmax, rounding, corrected in variants:
+        log(f"ours: {method}, ±{wmax}, {rounding} rounding, bias correction {corrected}")
         scales = sc.with_method(base, method)
-        proto = qdq.build_qdq(params, model, scales, {"preset": fig["preset"]}, wmax)
+        weights = refine.int8_weights(params, model, scales, images, wmax, rounding, corrected)
+        proto = qdq.build_qdq(params, model, scales, {"preset": fig["preset"]}, weights)
         z8 = evaluate.logits(evaluate.session(proto), x)
-        z_plan = run_plan_tensors(plan_tensors(params, model, scales, wmax), model, scales, wmax, x)
+        z_plan = run_plan_tensors(plan_tensors(params, model, scales, weights), model, scales, weights, x)
         kernels = evaluate.kernel_report(proto)
-        rows.append({"method": method, "weight_max": wmax, "acc": evaluate.accuracy(z8, y),
+        rows.append({"method": method, "weight_max": wmax, "rounding": rounding, "bias_correction": corrected,
+                     "acc": evaluate.accuracy(z8, y), "fp32_disagree": int((z8.argmax(1) != z32_argmax).sum()),
                      "plan_acc": evaluate.accuracy(z_plan, y), "plan": checks.plan_agreement(z_plan, z8),
                      "int8_kernels": kernels["int8_kernels"], "float_matmuls": kernels["float_matmuls_after_dq"]})
-        if wmax == qdq.WEIGHT_MAX:
+        if wmax == qdq.WEIGHT_MAX and rounding == "gptq" and corrected:
             ours[method] = proto
             right[method] = z8.argmax(1) == y
     fig["ours"] = rows
@@ -141,7 +148,9 @@ def measure(weights: str | Path, calib: int = DEFAULT_CALIB, seed: int = 0, data
             z = evaluate.logits(evaluate.session(proto), x)
             kernels = evaluate.kernel_report(proto)
             peers.append({"method": method, "preprocess": preprocess, "acc": evaluate.accuracy(z, y),
+                          "fp32_disagree": int((z.argmax(1) != z32_argmax).sum()),
                           "vs_ours": paired_comparison(right[method], z.argmax(1) == y),
+                          "vs_default": paired_comparison(right[DEFAULT_METHOD], z.argmax(1) == y),
                           "int8_kernels": kernels["int8_kernels"], "float_matmuls": kernels["float_matmuls_after_dq"],
                           "qdq_nodes": peer.qdq_node_count(proto),
                           "qdq_left": sum(kernels["ops"].get(k, 0) for k in ("QuantizeLinear", "DequantizeLinear"))})
@@ -191,12 +200,18 @@ def to_markdown(fig: dict) -> str:
            f"argmax agreement {pct(f['argmax_agreement'])}.",
            f"- Test accuracy: ONNX Runtime {pct(fig['fp32_acc'])}, NumPy forward {pct(fig['numpy_acc'])}.", "",
            "## Our int8 (QDQ) by calibration method", "",
-           "| method | weights | ORT int8 accuracy | Δ vs fp32 (points) | plan accuracy | plan vs ORT: argmax agreement"
-           " / max abs Δlogit / images with a rounding flip | ORT int8 MatMuls |",
-           "|---|---|---|---|---|---|---|"]
+           "Weights: W_q rounded by GPTQ on the calibration images and biases corrected there "
+           "(litenet.export.refine), except where the row says otherwise. “≠ fp32”: test images whose class "
+           "differs from the fp32 model's.", "",
+           "| method | weights | W_q rounding, bias correction | ORT int8 accuracy | Δ vs fp32 (points) | ≠ fp32 | "
+           "plan accuracy | plan vs ORT: argmax agreement / max abs Δlogit / images with a rounding flip | "
+           "ORT int8 MatMuls |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for r in fig["ours"]:
         p = r["plan"]
-        out.append(f"| {r['method']} | ±{r['weight_max']} | {pct(r['acc'])} | {points(r['acc'], fig['fp32_acc'])} | "
+        how = f"{r['rounding']}, {'yes' if r['bias_correction'] else 'no'}"
+        out.append(f"| {r['method']} | ±{r['weight_max']} | {how} | {pct(r['acc'])} | "
+                   f"{points(r['acc'], fig['fp32_acc'])} | {r['fp32_disagree']} | "
                    f"{pct(r['plan_acc'])} | {pct(p['argmax_agreement'])} / {p['max_abs_diff']:.3f} / "
                    f"{p['images_with_rounding_flips']} | {r['int8_kernels']} of {2 + 2 * m.blocks} |")
     out += ["", "Activation ranges (amax) each method chose:", "", "| tensor | " + " | ".join(METHODS) + " |",
@@ -204,16 +219,19 @@ def to_markdown(fig: dict) -> str:
     out += [f"| {n} | " + " | ".join(f"{a[k]:.4g}" for k in METHODS) + " |" for n, a in fig["amax"].items()]
     out += ["", "## ONNX Runtime's quantize_static on the same fp32 model and calibration images", "",
             "QDQ format, int8 activations and weights, per_channel=True (its defaults otherwise).", "",
-            "“vs ours” compares with our model of the same method, image by image: test images only ours "
-            "classifies right / only theirs does, and McNemar's exact p-value for that split.", "",
-            "| method | quant_pre_process | accuracy | Δ vs fp32 (points) | vs ours (only ours / only theirs, p) | "
-            "Q/DQ nodes in file | Q/DQ left after ORT optimisation | int8 MatMul kernels | "
+            "“vs ours” compares with our model of the same method (and “vs our default” with our "
+            f"{DEFAULT_METHOD} model), image by image: test images only ours classifies right / only theirs does, "
+            "and McNemar's exact p-value for that split. “≠ fp32” as above.", "",
+            "| method | quant_pre_process | accuracy | Δ vs fp32 (points) | ≠ fp32 | vs ours (only ours / only theirs, p) | "
+            "vs our default | Q/DQ nodes in file | Q/DQ left after ORT optimisation | int8 MatMul kernels | "
             "MatMuls left in float (weights dequantized per call) |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in fig["peers"]:
-        v = r["vs_ours"]
+        v, vd = r["vs_ours"], r["vs_default"]
         out.append(f"| {r['method']} | {'yes' if r['preprocess'] else 'no'} | {pct(r['acc'])} | "
-                   f"{points(r['acc'], fig['fp32_acc'])} | {v['only_ours']} / {v['only_peer']}, p = {v['p']:.2f} | "
+                   f"{points(r['acc'], fig['fp32_acc'])} | {r['fp32_disagree']} | "
+                   f"{v['only_ours']} / {v['only_peer']}, p = {v['p']:.2f} | "
+                   f"{vd['only_ours']} / {vd['only_peer']}, p = {vd['p']:.2f} | "
                    f"{r['qdq_nodes']} | {r['qdq_left']} | {r['int8_kernels']} | {', '.join(r['float_matmuls']) or '-'} |")
     out += ["", "## CPU latency (ONNX Runtime, CPU provider, ORT_ENABLE_ALL)", "",
             f"µs per call, median over {fig['rounds']} interleaved rounds of {REPEATS[1]} (batch 1) / {REPEATS[256]} "

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from litenet.errors import LiteNetError
 from litenet.export.onnx_graph import INPUT_NAME, OUTPUT_NAME
+from litenet.runtime.tensorrt_backend import ENGINE_FORMAT, engine_mismatch  # one rule for exporter and loader
 
 ENGINE_FILE = "model.int8.engine"
 ENGINE_INFO_FILE = "model.int8.engine.json"
-ENGINE_FORMAT = "litenet-trt-engine/1"
 BATCH_PROFILE = {"min": 1, "opt": 64, "max": 256}
 WORKSPACE_BYTES = 1 << 28
 
@@ -135,12 +135,10 @@ def check_engine_compatible(info: dict | str | Path, trt_version: str | None = N
     """Refuse (LiteNetError) an engine built by another TensorRT version or for another GPU architecture.
 
     `trt_version` and `compute_capability` describe this machine; when None they are looked up
-    (tensorrt.__version__, nvidia-smi). A plain engine is not portable across either.
+    (tensorrt.__version__, nvidia-smi). The rule itself is the runtime's `engine_mismatch`, which
+    the TensorRT backend applies before it deserializes an engine.
     """
     doc = read_engine_info(info)
-    if not isinstance(doc, dict) or doc.get("format") != ENGINE_FORMAT:
-        raise LiteNetError(f"not a LiteNet engine description (expected format {ENGINE_FORMAT}); "
-                           "rebuild the engine with litenet export --int8")
     if trt_version is None:
         trt = import_tensorrt()
         if trt is None:
@@ -149,13 +147,9 @@ def check_engine_compatible(info: dict | str | Path, trt_version: str | None = N
         trt_version = trt.__version__
     if compute_capability is None:
         compute_capability = gpu_identity()[1]
-    built_with, built_for = doc.get("tensorrt_version"), doc.get("compute_capability")
-    if built_with != trt_version:
-        raise LiteNetError(f"engine built with TensorRT {built_with}, this machine has {trt_version}; "
-                           "rebuild it here with litenet export --int8")
-    if built_for != compute_capability:
-        raise LiteNetError(f"engine built for a GPU of compute capability {built_for} ({doc.get('gpu_name')}), "
-                           f"this GPU is {compute_capability}; rebuild it here with litenet export --int8")
+    problem = engine_mismatch(doc, trt_version, compute_capability)
+    if problem:
+        raise LiteNetError(problem)
 
 
 def build_and_describe(onnx_bytes: bytes, trt=None) -> tuple[bytes, dict]:

@@ -15,7 +15,7 @@ from litenet.runtime.backends import Backend
 from litenet.runtime.images import pixels_to_float
 from litenet.runtime.model_files import ModelFiles
 
-# Must equal litenet/export/tensorrt.py's ENGINE_FORMAT (the runtime may not import the exporter).
+# The engine JSON's format; litenet.export.tensorrt writes it (the exporter imports it from here).
 ENGINE_FORMAT = "litenet-trt-engine/1"
 REBUILD = "rebuild it on this machine with `litenet export --weights <model folder> --int8`"
 
@@ -37,8 +37,8 @@ def compute_capability(cupy) -> str:
 def engine_mismatch(info: dict, trt_version: str, cc: str) -> str | None:
     """Why an engine described by `info` cannot run with this TensorRT on this GPU, or None.
 
-    The same rule as litenet.export.tensorrt.check_engine_compatible: a plain TensorRT engine is
-    tied to the exact TensorRT version and the compute capability that built it.
+    A plain TensorRT engine is tied to the exact TensorRT version and the compute capability that
+    built it. litenet.export.tensorrt.check_engine_compatible applies this same rule.
     """
     if not isinstance(info, dict) or info.get("format") != ENGINE_FORMAT:
         return f"not a LiteNet engine description (expected format {ENGINE_FORMAT}); {REBUILD}"

@@ -38,6 +38,19 @@ def test_cli_writes_every_file_and_prints_the_table(model_dir, dataset, capsys):
     assert scales["method"] == "entropy" and scales["calibration"]["images"] == 200
 
 
+def test_rounding_and_bias_correction_can_be_switched_off(model_dir, dataset, capsys):
+    argv = ["export", "--weights", str(model_dir), "--int8", "--calib", "64", "--no-engine"]
+    assert main(argv + ["--rounding", "nearest", "--no-bias-correction"]) == 0
+    assert "weights: nearest rounding, bias correction none" in capsys.readouterr().out
+    meta = onnx_graph.read_metadata(onnx.load(str(model_dir / "model.int8.onnx")))
+    plan_meta = plan_rt.load_plan(model_dir / plan_rt.PLAN_FILE).metadata
+    for m in (meta, plan_meta):
+        assert (m["weight_rounding"], m["bias_correction"]) == ("nearest", "none")
+    assert main(argv) == 0  # the default: GPTQ and corrected biases
+    plan_meta = plan_rt.load_plan(model_dir / plan_rt.PLAN_FILE).metadata
+    assert plan_meta["weight_rounding"] == "gptq" and plan_meta["bias_correction"] == "empirical, 64 calibration images"
+
+
 def test_exported_models_agree_in_a_fresh_session(model_dir, dataset):
     export_model(model_dir, options=ExportOptions(int8=True, calib=128, engine=False), log=lambda line: None)
     params, model, _, _ = load_model(model_dir)
@@ -114,7 +127,8 @@ def test_failure_after_the_fp32_model_leaves_nothing(model_dir, dataset, monkeyp
     monkeypatch.setattr("litenet.export.qdq.build_qdq", broken)
     before = listing(model_dir)
     with pytest.raises(LiteNetError, match="simulated"):
-        export_model(model_dir, options=ExportOptions(int8=True, calib=32), log=lambda line: None)
+        # nearest rounding: the failure is in build_qdq; GPTQ before it would only cost time
+        export_model(model_dir, options=ExportOptions(int8=True, calib=32, rounding="nearest"), log=lambda line: None)
     assert listing(model_dir) == before
 
 
@@ -124,7 +138,8 @@ def test_a_failed_export_removes_the_folder_it_created(model_dir, dataset, monke
 
     monkeypatch.setattr("litenet.export.qdq.build_qdq", broken)
     with pytest.raises(LiteNetError):
-        export_model(model_dir, tmp_path / "new-out", ExportOptions(int8=True, calib=32), log=lambda line: None)
+        export_model(model_dir, tmp_path / "new-out", ExportOptions(int8=True, calib=32, rounding="nearest"),
+                     log=lambda line: None)
     assert not (tmp_path / "new-out").exists()
 
 

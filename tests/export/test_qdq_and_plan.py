@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import export_fixtures as fx
-from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq
+from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine
 from litenet.export import scales as sc
 from litenet.runtime import int8_plan as plan_rt
 
@@ -15,11 +15,13 @@ from litenet.runtime import int8_plan as plan_rt
 def built(request, tmp_path_factory):
     model = fx.SHAPES[request.param]
     params = fx.tiny_params(model, seed=5)
-    scales = sc.calibrate(params, model, fx.images(128, seed=6), "percentile")
-    proto = qdq.build_qdq(params, model, scales, {"preset": request.param})
+    calib = fx.images(128, seed=6)
+    scales = sc.calibrate(params, model, calib, "percentile")
+    weights = refine.int8_weights(params, model, scales, calib, plan_rt.WEIGHT_MAX)  # as litenet export does
+    proto = qdq.build_qdq(params, model, scales, {"preset": request.param}, weights)
     path = tmp_path_factory.mktemp("plan") / plan_rt.PLAN_FILE
-    int8_plan.write_plan(path, int8_plan.plan_tensors(params, model, scales),
-                         int8_plan.plan_metadata(model, scales, request.param, list(fx.CLASSES)))
+    int8_plan.write_plan(path, int8_plan.plan_tensors(params, model, scales, weights),
+                         int8_plan.plan_metadata(model, scales, request.param, list(fx.CLASSES), weights))
     return model, params, scales, proto, plan_rt.load_plan(path)
 
 
