@@ -23,6 +23,7 @@ from litenet.errors import LiteNetError
 from litenet.export import int8_plan, qdq, refine
 from litenet.export import scales as sc
 from litenet.export.calibrate import METHODS, calibration_images
+from litenet.export.report import publish
 from litenet.runtime import int8_plan as plan_rt
 from litenet.train import network
 from litenet.weights import load_model
@@ -114,12 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     except LiteNetError as exc:
         print(f"litenet export ablation: error: {exc}", file=sys.stderr)
         return 1
-    text = to_markdown(fig)
-    out = Path(args.out or f"bench/results/export-ablation-{fig['preset']}.md")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    print(text)
-    print(f"written to {out}", file=sys.stderr)
+    publish(to_markdown(fig), Path(args.out or f"bench/results/export-ablation-{fig['preset']}.md"))
     return 0
 
 

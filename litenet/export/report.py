@@ -269,13 +269,16 @@ def main(argv: list[str] | None = None) -> int:
     except LiteNetError as exc:
         print(f"litenet export report: error: {exc}", file=sys.stderr)
         return 1
-    text = to_markdown(fig)
-    out = Path(args.out or f"bench/results/export-{fig['preset']}.md")
+    publish(to_markdown(fig), Path(args.out or f"bench/results/export-{fig['preset']}.md"))
+    return 0
+
+
+def publish(text: str, out: Path) -> None:
+    """Write the Markdown to `out` (creating its folder) and print it; say where on stderr."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(text)
     print(f"written to {out}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":
