@@ -18,7 +18,8 @@ from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine,
 from litenet.export.calibrate import DEFAULT_PERCENTILE, METHODS, calibration_images
 from litenet.export.onnx_fp32 import INPUT_DOC, build_fp32
 from litenet.runtime import int8_plan as plan_runtime
-from litenet.weights import load_model
+from litenet.runtime.model_files import file_sha256
+from litenet.weights import WEIGHTS_FILE, load_model
 
 FP32_FILE = "model.onnx"
 INT8_FILE = "model.int8.onnx"
@@ -109,10 +110,12 @@ def write_all(folder: Path, artifacts: list[Artifact]) -> None:
                            "nothing was replaced; free space or choose another --out") from None
 
 
-def model_metadata(doc: dict, classes: list[str]) -> dict[str, object]:
-    """metadata_props shared by both ONNX models."""
+def model_metadata(doc: dict, classes: list[str], weights_sha256: str) -> dict[str, object]:
+    """metadata_props shared by both ONNX models (the plan carries weights_sha256 too): the runtime
+    refuses an exported file whose weights file beside it has changed since (a later training run)."""
     return {"litenet_format": ONNX_FORMAT, "preset": str(doc.get("preset", "unknown")),
-            "class_names": list(classes), "input": INPUT_DOC, "opset": onnx_graph.OPSET}
+            "class_names": list(classes), "input": INPUT_DOC, "opset": onnx_graph.OPSET,
+            "weights_sha256": weights_sha256}
 
 
 def export_model(weights: str | Path, out: str | Path | None = None, options: ExportOptions = ExportOptions(),
@@ -124,20 +127,22 @@ def export_model(weights: str | Path, out: str | Path | None = None, options: Ex
     created = not folder.exists()
     check_writable(folder)
     try:
-        return _export(folder, params, model, doc, options, data, maps, log)
+        weights_sha256 = file_sha256(Path(weights) / WEIGHTS_FILE)  # the bytes load_model just read
+        return _export(folder, params, model, doc, weights_sha256, options, data, maps, log)
     except BaseException:
         if created and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()  # a failed export leaves no trace, not even the folder it made
         raise
 
 
-def _export(folder: Path, params, model, doc: dict, options: ExportOptions, data, maps, log) -> ExportReport:
+def _export(folder: Path, params, model, doc: dict, weights_sha256: str, options: ExportOptions, data, maps,
+            log) -> ExportReport:
     """The body of export_model once the inputs are known to be sound."""
     from litenet.data import open_cifar10  # after the cheap checks: opening may convert the data set
 
     ds = open_cifar10(data=data, maps=maps, progress=False)
     test_images, test_labels = np.asarray(ds.test.images), np.asarray(ds.test.labels)
-    meta = model_metadata(doc, list(ds.classes))
+    meta = model_metadata(doc, list(ds.classes), weights_sha256)
 
     log("fp32 ONNX: building and checking")
     fp32 = build_fp32(params, model, meta)
@@ -186,7 +191,8 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
         report.notes.append("ONNX Runtime left MatMuls in float: " + ", ".join(report.kernels["float_matmuls_after_dq"]))
 
     tensors = int8_plan.plan_tensors(params, model, scales, weights)
-    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), weights)
+    plan_meta = int8_plan.plan_metadata(model, scales, preset, list(ds.classes), weights,
+                                        weights_sha256=meta["weights_sha256"])
     z_plan = plan_runtime.run_plan(plan_runtime.plan_from_tensors(tensors, plan_meta), test_images)
     acc_plan = evaluate.accuracy(z_plan, test_labels)
     report.plan_check = checks.plan_agreement(z_plan, z8)

@@ -141,7 +141,9 @@ def load_int8(files: ModelFiles) -> int8_plan.Plan:
     if files.plan is None:
         raise LiteNetError(f"{files.describe()} has no {int8_plan.PLAN_FILE}; run `litenet export --int8` for it "
                            f"or {MODEL_HINT}")
-    return int8_plan.load_plan(files.plan)
+    plan = int8_plan.load_plan(files.plan)
+    files.check_same_weights(plan.metadata, files.plan)
+    return plan
 
 
 def plan_shape(plan: int8_plan.Plan) -> NetShape:

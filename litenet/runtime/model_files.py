@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class ModelFiles:
     config: Path | None = None
     single_file: bool = False
     _classes: tuple[str, ...] | None = field(default=None, repr=False)
+    _weights_sha256: str | None = field(default=None, repr=False)
 
     @classmethod
     def locate(cls, path: str | Path | None = None) -> ModelFiles:
@@ -129,6 +131,22 @@ class ModelFiles:
         """What the user gave, for messages."""
         return str(self.source)
 
+    def check_same_weights(self, metadata: dict[str, str], path: Path) -> None:
+        """Refuse a model file exported from other weights than the weights.safetensors beside it.
+
+        `litenet train --out` into a folder that holds an export replaces the weights but not the
+        exported files; serving those would silently answer with the old model. The exporter
+        records the weights file's sha256 (`weights_sha256`); files without it are not checked.
+        """
+        recorded = metadata.get("weights_sha256")
+        if not recorded or self.weights is None or self.single_file:
+            return
+        if self._weights_sha256 is None:
+            self._weights_sha256 = file_sha256(self.weights)
+        if self._weights_sha256 != recorded:
+            raise LiteNetError(f"{path} was exported from other weights than {self.weights} beside it (trained again "
+                               f"since?); re-run `litenet export --weights {self.folder} --int8`")
+
 
 def _role_by_suffix(path: Path) -> str | None:
     """A renamed model file: .onnx is taken as fp32 unless its name says int8; .engine; .safetensors plans."""
@@ -140,6 +158,15 @@ def _role_by_suffix(path: Path) -> str | None:
     if name.endswith(".plan.safetensors"):
         return "plan"
     return None
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes (the exporter records the weights file's; the runtime compares)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def parse_names(value) -> tuple[str, ...]:

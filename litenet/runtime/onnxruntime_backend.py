@@ -82,6 +82,7 @@ class OnnxRuntimeInference(Backend):
             raise not_an_onnx_model(path, exc) from None
         self.path, self.precision, self.threads = path, precision, threads
         self.input_name = self._check_signature()
+        model.check_same_weights(onnx_metadata(path, self.session), path)
         self.classes = model.classes or _class_names(onnx_metadata(path, self.session))
         outputs = self.session.get_outputs()[0].shape[-1]
         if not self.classes and isinstance(outputs, int):

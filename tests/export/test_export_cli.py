@@ -155,3 +155,14 @@ def test_numpy_forward_is_what_the_model_folder_holds(model_dir):
     assert model == ModelConfig(embed="full", input_shift=0.5, width=12, hidden=20, blocks=2)
     assert network.forward(params, fx.images(2), model).z.shape == (2, 10)
     assert np.isfinite(params).all()
+
+
+def test_every_exported_model_records_the_weights_it_came_from(model_dir, dataset):
+    from litenet.runtime.model_files import file_sha256
+
+    export_model(model_dir, options=ExportOptions(int8=True, calib=32, engine=False, rounding="nearest"),
+                 log=lambda line: None)
+    expected = file_sha256(model_dir / "weights.safetensors")
+    for name in ("model.onnx", "model.int8.onnx"):
+        assert onnx_graph.read_metadata(onnx.load(str(model_dir / name)))["weights_sha256"] == expected
+    assert plan_rt.load_plan(model_dir / plan_rt.PLAN_FILE).metadata["weights_sha256"] == expected

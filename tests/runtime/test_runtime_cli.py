@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from litenet.errors import LiteNetError
 from litenet.runtime import cli, records
 from litenet.runtime.model_files import ModelFiles
 from litenet.runtime.onnxruntime_backend import OnnxRuntimeInference
@@ -201,3 +202,24 @@ def test_module_entry_point(model_dir, png_folder):
                              "--model", str(model_dir)], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert result.returncode == 0 and result.stdout.count("\n") == 1
+
+
+def test_an_export_of_older_weights_is_refused(capsys, model_dir, png_folder, tmp_path):
+    """Training again into an exported folder replaces weights.safetensors but not the ONNX files or the plan."""
+    import shutil
+
+    from litenet.runtime import cuda_net
+
+    folder = tmp_path / "retrained"
+    shutil.copytree(model_dir, folder)
+    assert infer(capsys, png_folder / "good_0.png", "--model", folder)[0] == 0  # as exported: served
+    fx.write_model(folder, fx.SHAPES["full-shift"], seed=99)  # what litenet train --out folder writes
+    for precision in ("fp32", "int8"):
+        code, out, err = infer(capsys, png_folder / "good_0.png", "--model", folder, "--precision", precision,
+                               "--backend", "onnxruntime")
+        assert code == cli.EXIT_MODEL and out == "" and len(err.splitlines()) == 1
+        assert "exported from other weights than" in err and f"litenet export --weights {folder} --int8" in err
+    with pytest.raises(LiteNetError, match="exported from other weights"):
+        cuda_net.load_int8(ModelFiles.locate(folder))  # the CUDA backend's int8 input (its fp32 reads the weights)
+    # one exported file given alone has no weights beside it to disagree with
+    assert infer(capsys, png_folder / "good_0.png", "--model", folder / "model.onnx")[0] == 0
