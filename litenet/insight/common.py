@@ -50,3 +50,14 @@ def json_text(doc) -> str:
             return [clean(x) for x in v]
         return v
     return json.dumps(clean(doc)) + "\n"
+
+
+def save_experiment(result: dict, out: str | Path, stem: str, plot) -> None:
+    """Write an experiment's figure (`plot(result, path)`) and JSON into `out` as STEM.png / STEM.json."""
+    from litenet.atomic import atomic_write_text
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plot(result, out / f"{stem}.png")
+    atomic_write_text(out / f"{stem}.json", json_text(result))
+    print(f"wrote {out / f'{stem}.png'} and {out / f'{stem}.json'} ({result['seconds']} s)")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.atomic import atomic_write_text
 from litenet.errors import LiteNetError
 from litenet.insight import common
 from litenet.insight.short_runs import short_run
@@ -99,9 +98,5 @@ def run(args) -> int:
     result = compare(args.preset, args.steps, ds.train.images, ds.train.labels)
     result["seconds"] = round(time.perf_counter() - started, 1)
     print(report(result))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    plot(result, out / "init-compare.png")
-    atomic_write_text(out / "init-compare.json", common.json_text(result))
-    print(f"wrote {out / 'init-compare.png'} and {out / 'init-compare.json'} ({result['seconds']} s)")
+    common.save_experiment(result, args.out, "init-compare", plot)
     return 0

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.atomic import atomic_write_text
 from litenet.errors import LiteNetError
 from litenet.insight import common
 from litenet.insight.short_runs import held_out, short_run
@@ -145,9 +144,5 @@ def run(args) -> int:
                   np.asarray(ds.test.images[:HELD_OUT]), np.asarray(ds.test.labels[:HELD_OUT]))
     result["seconds"] = round(time.perf_counter() - started, 1)
     print(report(result))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    plot(result, out / "lr-scan.png")
-    atomic_write_text(out / "lr-scan.json", common.json_text(result))
-    print(f"wrote {out / 'lr-scan.png'} and {out / 'lr-scan.json'} ({result['seconds']} s)")
+    common.save_experiment(result, args.out, "lr-scan", plot)
     return 0
