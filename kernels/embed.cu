@@ -30,7 +30,7 @@
 // Limits: 32×32×3 images, 4-byte aligned; index values < the dataset's length (not checked here);
 // S 16-byte aligned; rows ≤ 8; ⌈d / parts⌉ ≤ 1024.
 #include "common.cuh"
-#include "gemm.cuh"
+#include "splitk.cuh"
 
 #define LN_EMBED_ROWS_MAX 8
 

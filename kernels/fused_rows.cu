@@ -19,15 +19,15 @@
 //
 // Latency is what bounds it (one image per block at a batch of 64): the parameter offsets are
 // staged in shared memory and the row's label fetched at the start, so no phase waits on a chain
-// of dependent loads; weights stream 64 loads per thread at a time (gemm.cuh rows_matmul); u is
+// of dependent loads; weights stream 64 loads per thread at a time (rows_matmul.cuh); u is
 // fetched for GELU' before the product it waits behind; the path sums share one reduction.
 //
 // Launch: 256 threads, grid = ⌈B / rows⌉, rows ≤ 16 images per block, dynamic shared memory
-// 4·(rows·(4·d16 + h16 + c16) + 32 + 256) bytes, w16 = w rounded up to a multiple of 16 (gemm.cuh),
+// 4·(rows·(4·d16 + h16 + c16) + 32 + 256) bytes, w16 = w rounded up to a multiple of 16 (rows_matmul.cuh),
 // plus 256 bytes static. Limits: rows ≤ 16 (LN_ROWS_MAX); blocks ≤ 10 (LN_LAYOUT_MAX offsets);
 // shared memory must fit (the host picks rows); C ≥ 2.
 #include "common.cuh"
-#include "gemm.cuh"
+#include "rows_matmul.cuh"
 #include "rowops.cuh"
 
 #define LN_LAYOUT_MAX 64  // parameter offsets staged in shared memory: 6·blocks + 4 ≤ 64

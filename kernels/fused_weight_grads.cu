@@ -14,12 +14,12 @@
 //
 // jobs: 10 ints per block: kind, layer, tile_m, tile_n, split, splits, tile id (its counter),
 // scratch offset (floats, a multiple of 4), tensor index (param_layout order; the bias is
-// tensor + 1), unused. Launch: 256 threads, one block per job. scratch/counters as in gemm.cuh's
+// tensor + 1), unused. Launch: 256 threads, one block per job. scratch/counters as in splitk.cuh's
 // split-K (LN_SLAB floats per split of a product, 64 per split of a column sum; counters zeroed,
 // left zeroed). Limits: as gemm.cuh; S (B × Kin, written by embed_forward_rows or embed_inputs)
 // 16-byte aligned.
 #include "common.cuh"
-#include "gemm.cuh"
+#include "splitk.cuh"
 
 #define JOB_EMBED 0
 #define JOB_FC1 1

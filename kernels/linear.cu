@@ -19,7 +19,7 @@
 // _tall); counters ≥ tiles zeroed unsigned ints, left zeroed. Limits: none on the sizes beyond int
 // indexing.
 #include "common.cuh"
-#include "gemm.cuh"
+#include "splitk.cuh"
 
 // GELU or not, selected here once for both forward kernels.
 template <int TM, bool GELU>

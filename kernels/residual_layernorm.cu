@@ -13,7 +13,7 @@
 // tiles, batch split `splits` ways; scratch ≥ tiles·splits·64 floats, counters ≥ tiles zeroed).
 // residual_join: any grid (grid-stride). Limits: none beyond int indexing; y may alias x.
 #include "common.cuh"
-#include "gemm.cuh"
+#include "splitk.cuh"
 #include "rowops.cuh"
 
 extern "C" __global__ void residual_layernorm_forward(const float* x, const float* v, const float* gamma,
