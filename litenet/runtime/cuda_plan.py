@@ -20,7 +20,7 @@ from litenet.gpu import sources
 from litenet.runtime.cuda_net import PackedNet, pad64
 
 i32, f32 = np.int32, np.float32
-ROWS = 8                  # IR_ROWS in infer_core.cuh: images per rowdot pass
+ROWS = 8                  # IR_ROWS in infer_words.cuh: images per rowdot pass
 TILE = 64                 # IT_TILE
 THREADS = 256
 SMEM_LIMIT = 48 * 1024    # dynamic + static shared memory without an opt-in attribute
