@@ -106,6 +106,10 @@ def backend_options(args, backend: str) -> dict:
     return options
 
 
+# What litenet export writes beside the weights (litenet/export/pipeline.py); the trainer does not import the exporter.
+EXPORTED_FILES = ("model.onnx", "model.int8.onnx", "model.int8.plan.safetensors", "model.int8.engine")
+
+
 def train_rank(args, backend: str, comm=None) -> int:
     """Train as one rank of `comm` (the whole run when None): every rank of a launch runs this."""
     from litenet.data import open_cifar10
@@ -136,4 +140,8 @@ def train_rank(args, backend: str, comm=None) -> int:
         acc = "n/a" if result.test_accuracy is None else f"{100 * result.test_accuracy:.2f}%"
         print(f"litenet train: done in {time.perf_counter() - started:.0f} s; test accuracy {acc}; "
               f"weights in {out / 'weights.safetensors'}", file=sys.stderr)
+        stale = [name for name in EXPORTED_FILES if (out / name).is_file()]
+        if stale:  # litenet-infer refuses them now (their weights_sha256 no longer matches): say so here
+            print(f"litenet train: {', '.join(stale)} in {out} were exported from the earlier weights; "
+                  f"refresh them with `litenet export --weights {out} --int8`", file=sys.stderr)
     return 0

@@ -79,3 +79,15 @@ def test_user_errors_are_one_line(maps, tmp_path):
 def test_gradcheck_command_passes():
     r = litenet("gradcheck", "--preset", "litenet-seed")
     assert r.returncode == 0 and "worst relative error" in r.stdout
+
+
+def test_training_over_an_export_says_it_is_stale(maps, tmp_path):
+    out = tmp_path / "exported"
+    out.mkdir()
+    (out / "model.onnx").write_bytes(b"an export of earlier weights")
+    r = litenet("train", "--preset", "litenet-seed", "--epochs", "1", "--batch-size", "16", "--maps", str(maps),
+                "--out", str(out), "--backend", "numpy", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert f"model.onnx in {out} were exported from the earlier weights" in r.stderr
+    assert f"litenet export --weights {out} --int8" in r.stderr
+    assert (out / "model.onnx").read_bytes() == b"an export of earlier weights"  # left for the user to refresh
