@@ -61,14 +61,11 @@ TRAIN = TrainConfig(batch_size=24, lr_base=0.05, clip_threshold=1.0, loss="cross
 
 
 def images(n: int = 96, classes: int = 10, seed: int = 0):
-    """A faint pattern per class under noise, a fifth of the labels random: learnable, never solved."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, classes, n)
-    patterns = rng.uniform(-1, 1, (classes, 32, 32, 3))
-    pixels = np.clip(128 + 25 * patterns[labels] + rng.normal(0, 50, (n, 32, 32, 3)), 0, 255)
-    relabel = rng.random(n) < 0.2
-    labels[relabel] = rng.integers(0, classes, int(relabel.sum()))
-    return pixels.astype(np.uint8), labels.astype(np.uint8)
+    """The CUDA tests' learnable images (backend_helpers.data), labels uint8 as the data set stores them."""
+    from backend_helpers import data  # tests/cuda, on the path by conftest.py
+
+    pixels, labels = data(n, classes, seed)
+    return pixels, labels.astype(np.uint8)
 
 
 def steps(count: int, n: int, batch: int, seed: int = 1):

@@ -5,43 +5,25 @@ import json
 import multiprocessing
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from cli_runs import fake_maps, interrupt_then_resume, litenet
 from parallel_fixtures import count_interrupts, exit_after, weights_agree
 
-from litenet.data.conversion import convert
 from litenet.train.parallel.launch import exit_code, run_ranks
 from litenet.weights import load_model
 
-REPO = Path(__file__).resolve().parents[2]
-FAKE_RECORDS = 64  # 320 training images, 64 test images
-
-
 @pytest.fixture(scope="module")
 def maps(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(REPO / "tests" / "data"))
-    from cifar_fakes import make_fake, write_layout
-
-    root = tmp_path_factory.mktemp("cifar")
-    src = write_layout(root / "cifar-10-batches-bin", make_fake(FAKE_RECORDS), "binary")
-    convert(src, root / "maps", records_per_batch=FAKE_RECORDS, progress=False)
-    return root / "maps"
+    return fake_maps(tmp_path_factory.mktemp("cifar"))
 
 
 def train_args(maps, out, *extra):
     return ["train", "--preset", "litenet-seed", "--batch-size", "16", "--maps", str(maps), "--out", str(out),
             "--no-progress", *extra]
-
-
-def litenet(*args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "litenet", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
 
 
 def test_two_processes_end_to_end(maps, tmp_path):
@@ -62,22 +44,7 @@ def test_two_processes_end_to_end(maps, tmp_path):
 
 def test_ctrl_c_saves_and_resume_finishes(maps, tmp_path):
     out = tmp_path / "run"
-    args = train_args(maps, out, "--epochs", "12", "--processes", "2")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "litenet", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while not (out / "checkpoint.safetensors").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)  # to the launcher only, as a terminal's Ctrl-C now is
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    assert "--resume" in stderr and "Traceback" not in stderr
-    r = litenet(*args, "--resume")
-    assert r.returncode == 0, r.stderr
-    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
-             if '"type":"step"' in line]
-    assert steps == list(range(12 * 20))
+    interrupt_then_resume(train_args(maps, out, "--epochs", "12", "--processes", "2"), out, steps=12 * 20)
 
 
 def test_user_errors_are_one_line_before_any_rank_starts(maps, tmp_path):

@@ -1,38 +1,17 @@
 """`litenet train` and `litenet gradcheck` as a user runs them: subprocesses, exit codes, Ctrl-C."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from litenet.data.conversion import convert
-
-REPO = Path(__file__).resolve().parents[2]
-FAKE_RECORDS = 64
+from cli_runs import fake_maps, interrupt_then_resume, litenet
 
 
 @pytest.fixture(scope="module")
 def maps(tmp_path_factory) -> Path:
     """Memory maps of a fake CIFAR-10 with 64 records per batch (320 training, 64 test images)."""
-    sys.path.insert(0, str(REPO / "tests" / "data"))
-    from cifar_fakes import make_fake, write_layout
-
-    root = tmp_path_factory.mktemp("cifar")
-    src = write_layout(root / "cifar-10-batches-bin", make_fake(FAKE_RECORDS), "binary")
-    convert(src, root / "maps", records_per_batch=FAKE_RECORDS, progress=False)
-    return root / "maps"
-
-
-def litenet(*args, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "litenet", *args], capture_output=True, text=True, env=env,
-                          timeout=300, **kw)
+    return fake_maps(tmp_path_factory.mktemp("cifar"))
 
 
 def test_train_writes_the_interface_files(maps, tmp_path):
@@ -51,21 +30,7 @@ def test_ctrl_c_saves_and_resume_finishes(maps, tmp_path):
     out = tmp_path / "run"
     args = ["train", "--preset", "litenet-seed", "--epochs", "12", "--batch-size", "16", "--maps", str(maps),
             "--out", str(out), "--backend", "numpy", "--no-progress"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "litenet", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while not (out / "checkpoint.safetensors").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    assert "--resume" in stderr and "Traceback" not in stderr
-    r = litenet(*args, "--resume")
-    assert r.returncode == 0, r.stderr
-    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()
-             if '"type":"step"' in line]
-    assert steps == list(range(12 * 20))
+    interrupt_then_resume(args, out, steps=12 * 20)
 
 
 def test_user_errors_are_one_line(maps, tmp_path):
