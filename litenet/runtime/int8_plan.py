@@ -117,14 +117,15 @@ def embed_rows(images: np.ndarray, embed: str, input_shift: float) -> np.ndarray
 
 def gelu(u: np.ndarray) -> np.ndarray:
     """½ u (1 + tanh(c (u + 0.044715 u³))) in float32, the tanh form of litenet.train.reference."""
-    t = np.tanh(np.float32(GELU_C) * (u + np.float32(GELU_K) * u**3))
+    t = np.tanh(np.float32(GELU_C) * (u + np.float32(GELU_K) * (u * u * u)))
     return np.float32(0.5) * u * (np.float32(1.0) + t)
 
 
 def layernorm(s: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
     """γ (s − μ) / √(σ² + eps) + β over the features, float32."""
-    d = s - s.mean(axis=1, keepdims=True)
-    return d / np.sqrt((d * d).mean(axis=1, keepdims=True) + np.float32(eps)) * gamma + beta
+    mu = s.mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((s - mu) ** 2).mean(axis=1, keepdims=True) + np.float32(eps))
+    return gamma * ((s - mu) * rstd) + beta
 
 
 def run_plan(plan: Plan, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:
