@@ -65,11 +65,11 @@ export-int8: $(VENV)/.installed-train+export data  ## write ONNX fp32 + int8 QDQ
 
 .PHONY: export-report
 export-report: $(VENV)/.installed-train+export data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/export-PRESET.md
-	$(PY) -m litenet.export.report --weights $(OUT) --calib $(CALIB) --out bench/results/export-$(PRESET).md $(data_flag)
+	$(PY) bench/export_report.py --weights $(OUT) --calib $(CALIB) --out bench/results/export-$(PRESET).md $(data_flag)
 
 .PHONY: export-ablation
 export-ablation: $(VENV)/.installed-train+export data  ## score int8 variants (rounding, bias correction) of OUT against fp32 off the test set into bench/results/
-	$(PY) -m litenet.export.ablation --weights $(OUT) --calib $(CALIB) --out bench/results/export-ablation-$(PRESET).md $(data_flag)
+	$(PY) bench/export_ablation.py --weights $(OUT) --calib $(CALIB) --out bench/results/export-ablation-$(PRESET).md $(data_flag)
 
 # --- CUDA --- (litenet/train/cuda, kernels/*.cu; docs/cuda.md)
 GPU_VENV_DEPS := $(VENV)/.installed-dev$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),)

@@ -109,17 +109,3 @@ def test_the_files_record_how_the_weights_were_chosen(tiny):
 def test_an_unknown_rounding_is_refused():
     with pytest.raises(LiteNetError, match="--rounding"):
         validate(ExportOptions(int8=True, rounding="stochastic"))
-
-
-def test_the_ablation_scores_every_variant_off_the_calibration_images(model_dir, dataset, monkeypatch, tmp_path):
-    from litenet.export import ablation
-
-    monkeypatch.setattr(ablation, "HELD_OUT", 200)
-    fig = ablation.study(model_dir, seeds=(0, 1), calib=64, log=lambda line: None)
-    assert len(fig["scores"]) == 3 * len(ablation.VARIANTS) * 2  # methods × variants × seeds
-    for score in fig["scores"].values():
-        assert score["kl"] >= 0 and 0 <= score["differ"] <= 200 and 0 <= score["acc"] <= 1
-    # GPTQ with bias correction does no worse than the data-free export (nearest, trained biases), on average
-    plain = np.mean([fig["scores"][("percentile", "nearest", False, s)]["kl"] for s in (0, 1)])
-    assert np.mean([fig["scores"][("percentile", "gptq", True, s)]["kl"] for s in (0, 1)]) <= plain * 1.05
-    assert "| percentile | gptq | yes |" in ablation.to_markdown(fig)

@@ -1,4 +1,4 @@
-"""`python -m litenet.export.ablation --weights DIR`: how close each int8 variant comes to fp32, off the test set.
+"""`python bench/export_ablation.py --weights DIR`: how close each int8 variant comes to fp32, off the test set.
 
 The choice of W_q rounding and bias correction (litenet.export.refine) was made with this, not on
 the test images: calibration images are drawn from the first 45,000 training images, and every
@@ -19,14 +19,19 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.errors import LiteNetError
-from litenet.export import int8_plan, qdq, refine
-from litenet.export import scales as sc
-from litenet.export.calibrate import METHODS, calibration_images
-from litenet.export.report import publish
-from litenet.runtime import int8_plan as plan_rt
-from litenet.train import network
-from litenet.weights import load_model
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+sys.path.insert(0, str(REPO / "bench"))  # export_report: publish
+
+from export_report import publish  # noqa: E402
+
+from litenet.errors import LiteNetError  # noqa: E402
+from litenet.export import int8_plan, qdq, refine  # noqa: E402
+from litenet.export import scales as sc  # noqa: E402
+from litenet.export.calibrate import METHODS, calibration_images  # noqa: E402
+from litenet.runtime import int8_plan as plan_rt  # noqa: E402
+from litenet.train import network  # noqa: E402
+from litenet.weights import load_model  # noqa: E402
 
 HELD_OUT = 5000  # the last training images: never drawn for calibration here
 VARIANTS = (("nearest", False), ("nearest", True), ("gptq", False), ("gptq", True))  # (rounding, bias correction)
@@ -82,7 +87,7 @@ def to_markdown(fig: dict) -> str:
     """One row per variant: the mean over seeds of each score, and the per-seed KL."""
     seeds = fig["seeds"]
     out = [f"# Int8 variants against fp32 on held-out training images: {fig['preset']}", "",
-           f"Made by `python -m litenet.export.ablation --weights {fig['weights']} --calib {fig['calib']} "
+           f"Made by `python bench/export_ablation.py --weights {fig['weights']} --calib {fig['calib']} "
            f"--seeds {','.join(map(str, seeds))}`. Calibration: {fig['calib']} images drawn from the first "
            f"45,000 training images (seeds {', '.join(map(str, seeds))}); scores on the last {HELD_OUT:,} "
            f"(never calibrated on; fp32 accuracy there {100 * fig['fp32_acc']:.2f} %, they were trained on). "
@@ -101,7 +106,7 @@ def to_markdown(fig: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print and write the table."""
-    parser = argparse.ArgumentParser(prog="python -m litenet.export.ablation", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python bench/export_ablation.py", description=__doc__.splitlines()[0])
     parser.add_argument("--weights", required=True, metavar="DIR")
     parser.add_argument("--out", metavar="FILE", help="Markdown file (default bench/results/export-ablation-<preset>.md)")
     parser.add_argument("--calib", type=int, default=4096)
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fig = study(args.weights, seeds, args.calib, args.data, args.maps, log=lambda line: print(line, file=sys.stderr))
     except LiteNetError as exc:
-        print(f"litenet export ablation: error: {exc}", file=sys.stderr)
+        print(f"export_ablation: error: {exc}", file=sys.stderr)
         return 1
     publish(to_markdown(fig), Path(args.out or f"bench/results/export-ablation-{fig['preset']}.md"))
     return 0

@@ -1,4 +1,4 @@
-"""`python -m litenet.export.report --weights DIR`: the figures behind docs/export.md, measured on one model.
+"""`python bench/export_report.py --weights DIR`: the figures behind docs/export.md, measured on one model.
 
 It re-derives everything from the weights (nothing is read from an earlier export): fp32 ONNX
 against the NumPy forward, our int8 under each calibration method, ONNX Runtime's quantize_static
@@ -20,15 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.errors import LiteNetError
-from litenet.export import checks, evaluate, onnx_graph, peer, qdq, refine
-from litenet.export import scales as sc
-from litenet.export.calibrate import METHODS, calibration_images
-from litenet.export.int8_plan import plan_metadata, plan_tensors
-from litenet.export.onnx_fp32 import build_fp32
-from litenet.export.pipeline import COMPARE_IMAGES, DEFAULT_CALIB, DEFAULT_METHOD
-from litenet.runtime import int8_plan as plan_rt
-from litenet.weights import load_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from litenet.errors import LiteNetError  # noqa: E402
+from litenet.export import checks, evaluate, onnx_graph, peer, qdq, refine  # noqa: E402
+from litenet.export import scales as sc  # noqa: E402
+from litenet.export.calibrate import METHODS, calibration_images  # noqa: E402
+from litenet.export.int8_plan import plan_metadata, plan_tensors  # noqa: E402
+from litenet.export.onnx_fp32 import build_fp32  # noqa: E402
+from litenet.export.pipeline import COMPARE_IMAGES, DEFAULT_CALIB, DEFAULT_METHOD  # noqa: E402
+from litenet.runtime import int8_plan as plan_rt  # noqa: E402
+from litenet.weights import load_model  # noqa: E402
 
 BATCHES = (1, 256)
 # Many short rounds, every model in each, so background load (other people's jobs on a shared
@@ -188,7 +190,7 @@ def to_markdown(fig: dict) -> str:
     """The report as Markdown tables, with the command that made it."""
     m, f = fig["model"], fig["fp32_check"]
     out = [f"# Export figures: {fig['preset']}", "",
-           f"Made by `python -m litenet.export.report --weights {fig['weights']} --calib {fig['calib']}` on "
+           f"Made by `python bench/export_report.py --weights {fig['weights']} --calib {fig['calib']}` on "
            f"{fig['cpu']} ({fig['cores']} cores), ONNX Runtime {fig['versions']['onnxruntime']}, "
            f"onnx {fig['versions']['onnx']}, NumPy {fig['versions']['numpy']}.", "",
            f"Model: embed {m.embed}, input_shift {m.input_shift}, width {m.width}, hidden {m.hidden}, "
@@ -254,7 +256,7 @@ def to_markdown(fig: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print and write the report."""
-    parser = argparse.ArgumentParser(prog="python -m litenet.export.report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python bench/export_report.py", description=__doc__.splitlines()[0])
     parser.add_argument("--weights", required=True, metavar="DIR")
     parser.add_argument("--out", metavar="FILE", help="Markdown file (default bench/results/export-<preset>.md)")
     parser.add_argument("--calib", type=int, default=DEFAULT_CALIB)
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         fig = measure(args.weights, args.calib, args.seed, args.data, args.maps, rounds=args.rounds,
                       log=lambda line: print(line, file=sys.stderr))
     except LiteNetError as exc:
-        print(f"litenet export report: error: {exc}", file=sys.stderr)
+        print(f"export_report: error: {exc}", file=sys.stderr)
         return 1
     publish(to_markdown(fig), Path(args.out or f"bench/results/export-{fig['preset']}.md"))
     return 0
