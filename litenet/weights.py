@@ -7,7 +7,6 @@ trainer read and write models only through this module, so a mismatch is caught 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -81,8 +80,3 @@ def load_model(folder: str | Path) -> tuple[np.ndarray, ModelConfig, TrainConfig
         raise LiteNetError(f"{folder}: no {CONFIG_FILE}; point --weights/--model at a folder written by litenet train")
     model, train, doc = configs_from_json(config_path.read_text(encoding="utf-8"), str(config_path))
     return load_weights(folder / WEIGHTS_FILE, model), model, train, doc
-
-
-def read_config(folder: str | Path) -> dict:
-    """The config.json document of a model folder, as a dict."""
-    return json.loads((Path(folder) / CONFIG_FILE).read_text(encoding="utf-8"))
