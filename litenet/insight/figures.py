@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from litenet.errors import LiteNetError
-from litenet.insight import common, monitors
+from litenet.insight import common
 from litenet.insight.confusion import confusion_matrix, predict, render_confusion, report_text
 from litenet.insight.explain import explain_files, explain_grid
+from litenet.train import monitors
 from litenet.train.plots import plot_gradients, plot_training
 
 SAMPLE_TEST_IMAGES = (0, 1, 2)  # the per-image saliency figures

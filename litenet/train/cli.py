@@ -1,16 +1,12 @@
-"""`litenet train`: the command line around litenet.train.trainer."""
+"""`litenet train`: the command line around litenet.train.run (one rank) and train/parallel/launch.py (N ranks)."""
 
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
-from pathlib import Path
 
 from litenet.errors import LiteNetError
-from litenet.model import ModelConfig, TrainConfig, load_preset, override
-
-DEFAULT_PRESET = "litenet-base"
+from litenet.model import ModelConfig, TrainConfig
+from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
 
 
 def add_arguments(parser) -> None:
@@ -50,21 +46,24 @@ def _parse_bool(text: str) -> bool:
     raise ValueError(text)
 
 
-def settings_from_args(args):
-    """The preset with the command line's overrides applied: (name, model, train)."""
-    preset = load_preset(args.preset)
-    values = {k[4:]: v for k, v in vars(args).items() if k.startswith("set_") and v is not None}
-    return preset.name, override(preset.model, values), override(preset.train, values)
+def options_from_args(args) -> RunOptions:
+    """The run the command line asks for (the settings flags become overrides of the preset)."""
+    overrides = {k[4:]: v for k, v in vars(args).items() if k.startswith("set_") and v is not None}
+    return RunOptions(preset=args.preset, overrides=overrides, out=args.out, data=args.data, maps=args.maps,
+                      allow_partial=args.allow_partial, limit=args.limit, test_limit=args.test_limit,
+                      resume=args.resume, force=args.force, progress=not args.no_progress,
+                      check_kernels=args.check_kernels, dtype=args.dtype)
 
 
 def run(args) -> int:
     """`litenet train`: one rank in this process, or N ranks through the launcher."""
-    settings_from_args(args)  # a wrong preset or setting is reported before anything else
+    opts = options_from_args(args)
+    settings(opts)  # a wrong preset or setting is reported before anything else
     backend, world = _ranks(args)
     if world > 1:
         from litenet.train.parallel.launch import launch
-        return launch(args, backend, world)
-    return train_rank(args, backend)
+        return launch(opts, backend, world)
+    return train_rank(opts, backend)
 
 
 def _ranks(args) -> tuple[str, int]:
@@ -84,64 +83,3 @@ def _ranks(args) -> tuple[str, int]:
             raise LiteNetError("--processes runs NumPy ranks on the CPU; for CUDA ranks use --gpus N")
         return "numpy", args.processes
     return choose_backend(args.backend), 1
-
-
-def run_folder(args, preset_name: str) -> Path:
-    return Path(args.out or Path("models") / preset_name)
-
-
-def backend_options(args, backend: str) -> dict:
-    """The backend's keyword options that the command line asks for."""
-    import numpy as np
-
-    options = {}
-    if args.check_kernels:
-        if backend != "cuda":
-            raise LiteNetError("--check-kernels compares CUDA kernels with NumPy; it needs --backend cuda")
-        options["check_kernels"] = args.check_kernels
-    if args.dtype != "float32":
-        if backend != "numpy":
-            raise LiteNetError("--dtype float64 is for the NumPy backend; add --backend numpy")
-        options["dtype"] = np.float64
-    return options
-
-
-# What litenet export writes beside the weights (litenet/export/pipeline.py); the trainer does not import the exporter.
-EXPORTED_FILES = ("model.onnx", "model.int8.onnx", "model.int8.plan.safetensors", "model.int8.engine")
-
-
-def train_rank(args, backend: str, comm=None) -> int:
-    """Train as one rank of `comm` (the whole run when None): every rank of a launch runs this."""
-    from litenet.data import open_cifar10
-    from litenet.train.trainer import Split, Trainer
-
-    name, model, train = settings_from_args(args)
-    writer = comm is None or comm.rank == 0
-    world = 1 if comm is None else comm.world_size
-    options = backend_options(args, backend)
-    ds = open_cifar10(data=args.data, maps=args.maps, allow_partial=args.allow_partial, progress=writer)
-    train_split = Split(ds.train.images[:args.limit], ds.train.labels[:args.limit])
-    test_split = Split(ds.test.images[:args.test_limit], ds.test.labels[:args.test_limit])
-    out = run_folder(args, name)
-    if writer:
-        ranks = f" × {world} ranks ({train.batch_size // world} images each per step)" if world > 1 else ""
-        print(f"litenet train: {name} on {len(train_split.images)} images, {backend} backend{ranks}, "
-              f"{train.epochs} epochs of {len(train_split.images) // train.batch_size} steps → {out}", flush=True)
-    started = time.perf_counter()
-    result = Trainer(name, model, train, out, train_split, test_split, tuple(ds.classes), backend=backend,
-                     backend_options=options, resume=args.resume, force=args.force, progress=not args.no_progress,
-                     data_info={"train_images": len(train_split.images), "test_images": len(test_split.images)},
-                     comm=comm).run()
-    if result.stopped == "diverged":
-        return 3
-    if result.stopped == "interrupted":
-        return 130
-    if writer:
-        acc = "n/a" if result.test_accuracy is None else f"{100 * result.test_accuracy:.2f}%"
-        print(f"litenet train: done in {time.perf_counter() - started:.0f} s; test accuracy {acc}; "
-              f"weights in {out / 'weights.safetensors'}", file=sys.stderr)
-        stale = [name for name in EXPORTED_FILES if (out / name).is_file()]
-        if stale:  # litenet-infer refuses them now (their weights_sha256 no longer matches): say so here
-            print(f"litenet train: {', '.join(stale)} in {out} were exported from the earlier weights; "
-                  f"refresh them with `litenet export --weights {out} --int8`", file=sys.stderr)
-    return 0

@@ -71,9 +71,9 @@ def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # NOTE: the measures live in litenet.insight.monitors (pure NumPy), so the docs, the tests and
+    # NOTE: the measures live in litenet.train.monitors (pure NumPy), so the docs, the tests and
     # this figure share one definition of each.
-    from litenet.insight import monitors
+    from litenet.train import monitors
 
     run = monitors.read_run(metrics_path)
     window = max(1, len(run.step) // 200)

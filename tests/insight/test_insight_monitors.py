@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import HAND_MODEL, hand_image, hand_params
 
-from litenet.insight import monitors
+from litenet.train import monitors
 from litenet.model import TrainConfig, param_layout
 from litenet.train import network
 from litenet.train import trainer as trainer_module

@@ -25,6 +25,7 @@ from multiprocessing.connection import wait
 
 from litenet.errors import LiteNetError
 from litenet.train.parallel.comm import PeerFailed, SharedMemoryComm, per_rank_batch
+from litenet.train.run import RunOptions, backend_options, run_folder, settings, train_rank
 
 # Set in every rank's environment (and the launcher's own while it makes the NCCL id): the GPU
 # machines LiteNet runs on must not use NVLink multicast (NVLS), in NCCL or anything else loaded.
@@ -34,19 +35,18 @@ FINISHED = (0, 3, 130)  # a rank that ends with one of these did not fail (train
 GRACE_S = 10.0  # after a rank fails, how long the others get to stop by themselves
 
 
-def launch(args, backend: str, world: int) -> int:
-    """Check, start `world` ranks of `litenet train` with these arguments, wait; the run's exit code."""
+def launch(opts: RunOptions, backend: str, world: int) -> int:
+    """Check, start `world` ranks of the run `opts` asks for, wait; the run's exit code."""
     from litenet.data import open_cifar10
-    from litenet.train.cli import backend_options, run_folder, settings_from_args
     from litenet.train.trainer import check_run_folder, config_json
 
-    name, model, train = settings_from_args(args)
+    name, model, train = settings(opts)
     per_rank_batch(train.batch_size, world)
-    backend_options(args, backend)
+    backend_options(opts, backend)
     if backend == "cuda":
         _check_gpus(world)
-    open_cifar10(data=args.data, maps=args.maps, allow_partial=args.allow_partial)  # converts once, here
-    check_run_folder(run_folder(args, name), args.resume, args.force, config_json(model, train))
+    open_cifar10(data=opts.data, maps=opts.maps, allow_partial=opts.allow_partial)  # converts once, here
+    check_run_folder(run_folder(opts, name), opts.resume, opts.force, config_json(model, train))
     env = dict(CHILD_ENV)
     if backend == "numpy":  # share the cores instead of every rank starting a thread per core
         threads = str(max(1, (os.cpu_count() or 1) // world))
@@ -61,7 +61,7 @@ def launch(args, backend: str, world: int) -> int:
             segment, barrier = SharedMemoryComm.create_segment(world), ctx.Barrier(world)
             rendezvous, abort = ("shm", segment.name, barrier), barrier.abort
         try:
-            codes = run_ranks(ctx, _worker, [(rank, world, backend, rendezvous, args) for rank in range(world)],
+            codes = run_ranks(ctx, _worker, [(rank, world, backend, rendezvous, opts) for rank in range(world)],
                               on_failure=abort)
         finally:
             if segment is not None:
@@ -164,14 +164,12 @@ def _rank_main(target, args: tuple) -> None:
     target(*args)
 
 
-def _worker(rank: int, world: int, backend: str, rendezvous: tuple, args) -> None:
+def _worker(rank: int, world: int, backend: str, rendezvous: tuple, opts: RunOptions) -> None:
     """One rank of `litenet train`: join the others, train, exit with the trainer's code."""
-    from litenet.train.cli import train_rank
-
     comm, code = None, 1
     try:
         comm = _join(rank, world, rendezvous)
-        code = train_rank(args, backend, comm)
+        code = train_rank(opts, backend, comm)
     except LiteNetError as exc:
         print(f"litenet train (rank {rank}): error: {exc}", file=sys.stderr)
     except PeerFailed as exc:

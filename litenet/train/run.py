@@ -1,0 +1,105 @@
+"""One training run as the library sees it: its options, its settings, its folder, and one rank of it.
+
+`litenet train` (train/cli.py) turns its flags into RunOptions and calls train_rank, or the
+launcher (train/parallel/launch.py) for several ranks; the launcher's ranks call train_rank too.
+Neither this module nor the launcher imports the CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from litenet.errors import LiteNetError
+from litenet.model import ModelConfig, TrainConfig, load_preset, override
+
+DEFAULT_PRESET = "litenet-base"
+
+# What litenet export writes beside the weights (litenet/export/pipeline.py); the trainer does not import the exporter.
+EXPORTED_FILES = ("model.onnx", "model.int8.onnx", "model.int8.plan.safetensors", "model.int8.engine")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run asks for beyond the preset: overrides of its settings, where to read and write, how."""
+
+    preset: str = DEFAULT_PRESET
+    overrides: dict = field(default_factory=dict)  # ModelConfig / TrainConfig field name → value
+    out: str | None = None  # None: models/<preset name>
+    data: str | None = None
+    maps: str | None = None
+    allow_partial: bool = False
+    limit: int | None = None  # train on the first N training images only
+    test_limit: int | None = None
+    resume: bool = False
+    force: bool = False
+    progress: bool = True
+    check_kernels: int = 0
+    dtype: str = "float32"
+
+
+def settings(opts: RunOptions) -> tuple[str, ModelConfig, TrainConfig]:
+    """The preset with the run's overrides applied: (name, model, train)."""
+    preset = load_preset(opts.preset)
+    return preset.name, override(preset.model, opts.overrides), override(preset.train, opts.overrides)
+
+
+def run_folder(opts: RunOptions, preset_name: str) -> Path:
+    """Where the run writes: --out, else models/<preset>."""
+    return Path(opts.out) if opts.out else Path("models") / preset_name
+
+
+def backend_options(opts: RunOptions, backend: str) -> dict:
+    """The backend's keyword options that the run asks for."""
+    import numpy as np
+
+    options = {}
+    if opts.check_kernels:
+        if backend != "cuda":
+            raise LiteNetError("--check-kernels compares CUDA kernels with NumPy; it needs --backend cuda")
+        options["check_kernels"] = opts.check_kernels
+    if opts.dtype != "float32":
+        if backend != "numpy":
+            raise LiteNetError("--dtype float64 is for the NumPy backend; add --backend numpy")
+        options["dtype"] = np.float64
+    return options
+
+
+def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
+    """Train as one rank of `comm` (the whole run when None): every rank of a launch runs this.
+    Returns the exit code: 0 finished, 3 diverged, 130 interrupted (checkpoint saved)."""
+    from litenet.data import open_cifar10
+    from litenet.train.trainer import Split, Trainer
+
+    name, model, train = settings(opts)
+    writer = comm is None or comm.rank == 0
+    world = 1 if comm is None else comm.world_size
+    options = backend_options(opts, backend)
+    ds = open_cifar10(data=opts.data, maps=opts.maps, allow_partial=opts.allow_partial, progress=writer)
+    train_split = Split(ds.train.images[:opts.limit], ds.train.labels[:opts.limit])
+    test_split = Split(ds.test.images[:opts.test_limit], ds.test.labels[:opts.test_limit])
+    out = run_folder(opts, name)
+    if writer:
+        ranks = f" × {world} ranks ({train.batch_size // world} images each per step)" if world > 1 else ""
+        print(f"litenet train: {name} on {len(train_split.images)} images, {backend} backend{ranks}, "
+              f"{train.epochs} epochs of {len(train_split.images) // train.batch_size} steps → {out}", flush=True)
+    started = time.perf_counter()
+    result = Trainer(name, model, train, out, train_split, test_split, tuple(ds.classes), backend=backend,
+                     backend_options=options, resume=opts.resume, force=opts.force, progress=opts.progress,
+                     data_info={"train_images": len(train_split.images), "test_images": len(test_split.images)},
+                     comm=comm).run()
+    if result.stopped == "diverged":
+        return 3
+    if result.stopped == "interrupted":
+        return 130
+    if writer:
+        acc = "n/a" if result.test_accuracy is None else f"{100 * result.test_accuracy:.2f}%"
+        print(f"litenet train: done in {time.perf_counter() - started:.0f} s; test accuracy {acc}; "
+              f"weights in {out / 'weights.safetensors'}", file=sys.stderr)
+        stale = [name for name in EXPORTED_FILES if (out / name).is_file()]
+        if stale:  # litenet-infer refuses them now (their weights_sha256 no longer matches): say so here
+            print(f"litenet train: {', '.join(stale)} in {out} were exported from the earlier weights; "
+                  f"refresh them with `litenet export --weights {out} --int8`", file=sys.stderr)
+    return 0
