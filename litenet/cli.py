@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
 
 # name → (module, one-line help). A module is imported only when its command runs, so
 # `litenet --help` stays fast and the NumPy-only install never touches CuPy or ONNX.
@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(importlib.import_module(COMMANDS[args.command][0]).run(args) or 0)
+    except UsageError as exc:  # a setting or flag out of range: argparse's status for a bad command line
+        print(f"litenet {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except LiteNetError as exc:
         print(f"litenet {args.command}: error: {exc}", file=sys.stderr)
         return 1

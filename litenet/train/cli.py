@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from litenet.errors import LiteNetError
+from litenet.errors import UsageError
 from litenet.model import ModelConfig, TrainConfig
 from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
 
@@ -67,19 +67,24 @@ def run(args) -> int:
 
 
 def _ranks(args) -> tuple[str, int]:
-    """The backend and the number of ranks that --backend, --gpus and --processes ask for."""
+    """The backend and the number of ranks that --backend, --gpus and --processes ask for (after
+    checking the flags that have a range; the settings' ranges are ModelConfig's and TrainConfig's)."""
     from litenet.train.backends import choose_backend
 
+    for flag, value, least in (("--limit", args.limit, 1), ("--test-limit", args.test_limit, 1),
+                               ("--check-kernels", args.check_kernels, 0)):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} {value}: must be ≥ {least}")
     if args.gpus is not None:
         if args.gpus < 1:
-            raise LiteNetError("--gpus needs a number of GPUs ≥ 1")
+            raise UsageError(f"--gpus {args.gpus}: give a number of GPUs ≥ 1")
         if args.backend == "numpy":
-            raise LiteNetError("--gpus trains one CUDA rank per GPU; for NumPy ranks on the CPU use --processes N")
+            raise UsageError("--gpus trains one CUDA rank per GPU; for NumPy ranks on the CPU use --processes N")
         return "cuda", args.gpus
     if args.processes is not None:
         if args.processes < 1:
-            raise LiteNetError("--processes needs a number of processes ≥ 1")
+            raise UsageError(f"--processes {args.processes}: give a number of processes ≥ 1")
         if args.backend == "cuda":
-            raise LiteNetError("--processes runs NumPy ranks on the CPU; for CUDA ranks use --gpus N")
+            raise UsageError("--processes runs NumPy ranks on the CPU; for CUDA ranks use --gpus N")
         return "numpy", args.processes
     return choose_backend(args.backend), 1

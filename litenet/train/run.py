@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litenet.errors import LiteNetError
+from litenet.errors import UsageError
 from litenet.model import ModelConfig, TrainConfig, load_preset, override
 
 DEFAULT_PRESET = "litenet-base"
@@ -58,11 +58,11 @@ def backend_options(opts: RunOptions, backend: str) -> dict:
     options = {}
     if opts.check_kernels:
         if backend != "cuda":
-            raise LiteNetError("--check-kernels compares CUDA kernels with NumPy; it needs --backend cuda")
+            raise UsageError("--check-kernels compares CUDA kernels with NumPy; it needs --backend cuda")
         options["check_kernels"] = opts.check_kernels
     if opts.dtype != "float32":
         if backend != "numpy":
-            raise LiteNetError("--dtype float64 is for the NumPy backend; add --backend numpy")
+            raise UsageError("--dtype float64 is for the NumPy backend; add --backend numpy")
         options["dtype"] = np.float64
     return options
 

@@ -48,19 +48,19 @@ def test_ctrl_c_saves_and_resume_finishes(maps, tmp_path):
 
 
 def test_user_errors_are_one_line_before_any_rank_starts(maps, tmp_path):
-    cases = [(["--processes", "3"], "batch_size 16 does not split evenly over 3 ranks"),
-             (["--gpus", "2", "--backend", "numpy"], "--processes N"),
-             (["--processes", "2", "--backend", "cuda"], "--gpus N"),
-             (["--processes", "0"], "≥ 1"),
-             (["--processes", "2", "--resume"], "no checkpoint to resume from"),
-             (["--processes", "2", "--check-kernels", "1"], "needs --backend cuda")]
+    cases = [(["--processes", "3"], "batch_size 16 does not split evenly over 3 ranks", 1),
+             (["--gpus", "2", "--backend", "numpy"], "--processes N", 2),
+             (["--processes", "2", "--backend", "cuda"], "--gpus N", 2),
+             (["--processes", "0"], "--processes 0: give a number of processes ≥ 1", 2),
+             (["--processes", "2", "--resume"], "no checkpoint to resume from", 1),
+             (["--processes", "2", "--check-kernels", "1"], "needs --backend cuda", 2)]
     try:
         import cupy  # noqa: F401
     except ImportError:
-        cases.append((["--gpus", "2"], "--gpus 2 needs CUDA GPUs"))
-    for extra, message in cases:
+        cases.append((["--gpus", "2"], "--gpus 2 needs CUDA GPUs", 1))
+    for extra, message, code in cases:  # 2: a flag out of range or against another (UsageError), 1: the rest
         r = litenet(*train_args(maps, tmp_path / "run", *extra))
-        assert r.returncode == 1 and "Traceback" not in r.stderr, (extra, r.stderr)
+        assert r.returncode == code and "Traceback" not in r.stderr, (extra, r.stderr)
         assert r.stderr.count("\n") == 1 and message in r.stderr, (extra, r.stderr)
     assert not (tmp_path / "run").exists()
 

@@ -56,3 +56,27 @@ def test_training_over_an_export_says_it_is_stale(maps, tmp_path):
     assert f"model.onnx in {out} were exported from the earlier weights" in r.stderr
     assert f"litenet export --weights {out} --int8" in r.stderr
     assert (out / "model.onnx").read_bytes() == b"an export of earlier weights"  # left for the user to refresh
+
+
+def test_flags_out_of_range_exit_2_naming_the_value(maps, tmp_path):
+    for extra, message in ((["--limit", "0"], "--limit 0: must be ≥ 1"),
+                           (["--gpus", "-1"], "--gpus -1: give a number of GPUs ≥ 1"),
+                           (["--dtype", "float64", "--backend", "cuda"], "--dtype float64 is for the NumPy backend")):
+        r = litenet("train", "--preset", "litenet-seed", "--maps", str(maps), "--out", str(tmp_path / "run"), *extra)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (extra, r.stderr)
+        assert r.stderr.count("\n") == 1 and message in r.stderr, (extra, r.stderr)
+    assert not (tmp_path / "run").exists()
+
+
+def test_usage_error_exits_2_and_other_user_errors_1(monkeypatch, capsys):
+    """litenet.cli's mapping itself: UsageError → 2, any other LiteNetError → 1, one line each."""
+    from litenet import cli
+    from litenet.errors import LiteNetError, UsageError
+
+    for exc, code in ((UsageError("--epochs -1: must be ≥ 1"), 2), (LiteNetError("no such file"), 1)):
+        def fail(args, exc=exc):
+            raise exc
+        monkeypatch.setattr("litenet.data.cli.run", fail)
+        assert cli.main(["data"]) == code
+        err = capsys.readouterr().err
+        assert err == f"litenet data: error: {exc}\n"
