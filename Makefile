@@ -7,7 +7,9 @@ PRESET ?= litenet-base
 EPOCHS ?=
 BACKEND ?= auto
 DATA ?=
-OUT ?= models/$(PRESET)
+# Training, export and their reports work in an untracked run folder; only `make ship-model`
+# writes the tracked models/litenet-base/.
+OUT ?= runs/$(PRESET)
 # A GPU's CuPy extra (cuda11, cuda12, cuda13), guessed from nvidia-smi where there is one.
 CUDA_EXTRA ?= $(shell bash scripts/cuda-extra.sh 2>/dev/null)
 
@@ -41,7 +43,7 @@ data: $(VENV)/.installed-train  ## locate (or download) CIFAR-10 and convert it 
 	$(VENV)/bin/litenet data $(data_flag)
 
 .PHONY: train
-train: $(VENV)/.installed-train$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),) data  ## train PRESET into models/PRESET (BACKEND=auto|numpy|cuda)
+train: $(VENV)/.installed-train$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),) data  ## train PRESET into OUT=runs/PRESET (BACKEND=auto|numpy|cuda)
 	$(VENV)/bin/litenet train --preset $(PRESET) $(epochs_flag) --backend $(BACKEND) --out $(OUT) $(data_flag)
 
 TORCH_VERSION ?= 2.13.0

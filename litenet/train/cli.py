@@ -11,7 +11,7 @@ from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
 
 def add_arguments(parser) -> None:
     parser.add_argument("--preset", default=DEFAULT_PRESET, help=f"preset name or .toml file (default {DEFAULT_PRESET})")
-    parser.add_argument("--out", help="output folder (default models/<preset>)")
+    parser.add_argument("--out", help="output folder (default runs/<preset>)")
     parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cuda"])
     parser.add_argument("--data", help="CIFAR-10 folder or archive (default: LITENET_DATA, ./data, ../shared/data, download)")
     parser.add_argument("--maps", help="folder of the converted memory maps (default ./data/cifar10-maps)")

@@ -16,6 +16,7 @@ from litenet.errors import UsageError
 from litenet.model import ModelConfig, TrainConfig, load_preset, override
 
 DEFAULT_PRESET = "litenet-base"
+RUNS_DIR = Path("runs")  # a run's default parent: untracked in a checkout, never the shipped models/
 
 # What litenet export writes beside the weights (litenet/export/pipeline.py); the trainer does not import the exporter.
 EXPORTED_FILES = ("model.onnx", "model.int8.onnx", "model.int8.plan.safetensors", "model.int8.engine")
@@ -27,7 +28,7 @@ class RunOptions:
 
     preset: str = DEFAULT_PRESET
     overrides: dict = field(default_factory=dict)  # ModelConfig / TrainConfig field name → value
-    out: str | None = None  # None: models/<preset name>
+    out: str | None = None  # None: runs/<preset name>
     data: str | None = None
     maps: str | None = None
     allow_partial: bool = False
@@ -47,8 +48,8 @@ def settings(opts: RunOptions) -> tuple[str, ModelConfig, TrainConfig]:
 
 
 def run_folder(opts: RunOptions, preset_name: str) -> Path:
-    """Where the run writes: --out, else models/<preset>."""
-    return Path(opts.out) if opts.out else Path("models") / preset_name
+    """Where the run writes: --out, else runs/<preset> (the shipped models/ folder only when asked for)."""
+    return Path(opts.out) if opts.out else RUNS_DIR / preset_name
 
 
 def backend_options(opts: RunOptions, backend: str) -> dict:

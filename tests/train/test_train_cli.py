@@ -80,3 +80,10 @@ def test_usage_error_exits_2_and_other_user_errors_1(monkeypatch, capsys):
         assert cli.main(["data"]) == code
         err = capsys.readouterr().err
         assert err == f"litenet data: error: {exc}\n"
+
+
+def test_a_run_writes_into_runs_unless_told_otherwise():
+    from litenet.train.run import RunOptions, run_folder
+
+    assert run_folder(RunOptions(), "litenet-base") == Path("runs") / "litenet-base"  # untracked, not models/
+    assert run_folder(RunOptions(out="models/litenet-base"), "litenet-base") == Path("models/litenet-base")
