@@ -31,25 +31,28 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# One stamp per set of extras, redone when pyproject.toml changes.
-$(VENV)/.installed-%: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q -e ".[$(subst +,$(comma),$*)]"
-	@touch $@
-comma := ,
+# One stamp per extra of pyproject.toml, redone when pyproject.toml changes. A target lists the
+# stamp of each extra it needs, so each extra is installed once, whatever mix a target asks for;
+# an extra that includes others (dev = train + export + pytest) stamps those too.
+$(VENV)/.extra-%: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q -e ".[$*]"
+	@touch $@ $(foreach e,$(includes_$*),$(VENV)/.extra-$(e))
+includes_dev := train export
+extras = $(foreach e,$(1),$(VENV)/.extra-$(e))
 
 .PHONY: install
-install: $(VENV)/.installed-dev  ## create .venv and install LiteNet with everything the tests need
+install: $(call extras,dev)  ## create .venv and install LiteNet with everything the tests need
 
 .PHONY: test
-test: $(VENV)/.installed-dev  ## run the CPU test suite (GPU tests skip without a GPU)
+test: $(call extras,dev)  ## run the CPU test suite (GPU tests skip without a GPU)
 	$(PY) -m pytest -q
 
 .PHONY: data
-data: $(VENV)/.installed-train  ## locate (or download) CIFAR-10 and convert it to memory maps
+data: $(call extras,train)  ## locate (or download) CIFAR-10 and convert it to memory maps
 	$(VENV)/bin/litenet data $(data_flag)
 
 .PHONY: train
-train: $(VENV)/.installed-train$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),) data  ## train PRESET into OUT=runs/PRESET (BACKEND=auto|numpy|cuda)
+train: $(call extras,train $(CUDA_EXTRA)) data  ## train PRESET into OUT=runs/PRESET (BACKEND=auto|numpy|cuda)
 	@if [ -z "$(strip $(run_flags))" ] && [ -f $(OUT)/checkpoint.safetensors ]; then \
 	  echo "make train: $(OUT) already holds a training run; add RESUME=1 to continue it or FORCE=1 to start over (overwriting it)" >&2; \
 	  exit 1; fi
@@ -57,12 +60,12 @@ train: $(VENV)/.installed-train$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),) data  ## trai
 
 TORCH_VERSION ?= 2.13.0
 .PHONY: bench
-bench: $(VENV)/.installed-train data  ## NumPy backend epoch time against the same model in PyTorch on this CPU (installs torch)
+bench: $(call extras,train) data  ## NumPy backend epoch time against the same model in PyTorch on this CPU (installs torch)
 	$(PY) -m pip install -q "torch==$(TORCH_VERSION)"
 	$(PY) bench/bench_cpu.py --threads $$(nproc) --repeats 3 --out bench/results/cpu-$$(date -u +%F).md $(data_flag)
 
 .PHONY: gradcheck
-gradcheck: $(VENV)/.installed-train  ## finite-difference check of every gradient, for every preset
+gradcheck: $(call extras,train)  ## finite-difference check of every gradient, for every preset
 	@for p in $$($(PY) -c "from litenet.model import preset_names; print(*preset_names())"); do \
 	  $(VENV)/bin/litenet gradcheck --preset $$p || exit 1; done
 
@@ -71,19 +74,19 @@ METHOD ?= percentile
 CALIB ?= 4096
 
 .PHONY: export-int8
-export-int8: $(VENV)/.installed-train+export data  ## write ONNX fp32 + int8 QDQ, scales, int8 plan (+ TensorRT engine) next to OUT's weights
+export-int8: $(call extras,train export) data  ## write ONNX fp32 + int8 QDQ, scales, int8 plan (+ TensorRT engine) next to OUT's weights
 	$(VENV)/bin/litenet export --weights $(OUT) --int8 --calib $(CALIB) --method $(METHOD) $(data_flag)
 
 .PHONY: export-report
-export-report: $(VENV)/.installed-train+export data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/export-PRESET.md
+export-report: $(call extras,train export) data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/export-PRESET.md
 	$(PY) bench/export_report.py --weights $(OUT) --calib $(CALIB) --out bench/results/export-$(PRESET).md $(data_flag)
 
 .PHONY: export-ablation
-export-ablation: $(VENV)/.installed-train+export data  ## score int8 variants (rounding, bias correction) of OUT against fp32 off the test set into bench/results/
+export-ablation: $(call extras,train export) data  ## score int8 variants (rounding, bias correction) of OUT against fp32 off the test set into bench/results/
 	$(PY) bench/export_ablation.py --weights $(OUT) --calib $(CALIB) --out bench/results/export-ablation-$(PRESET).md $(data_flag)
 
 # --- CUDA --- (litenet/train/cuda, kernels/*.cu; docs/cuda.md)
-GPU_VENV_DEPS := $(VENV)/.installed-dev$(if $(CUDA_EXTRA),+$(CUDA_EXTRA),)
+GPU_VENV_DEPS := $(call extras,dev $(CUDA_EXTRA))
 
 .PHONY: test-gpu
 test-gpu: $(GPU_VENV_DEPS)  ## run the GPU tests (pytest -m gpu): every kernel vs its twin, steps vs NumPy, graph replay
@@ -113,19 +116,19 @@ INSIGHT_RUN ?= $(if $(wildcard $(INSIGHT_MODEL)/metrics.jsonl),$(INSIGHT_MODEL),
 SEED_RUN ?= runs/insight-seed
 LATE_RUN ?= runs/insight-base-10k
 
-$(SEED_RUN)/metrics.jsonl: | $(VENV)/.installed-train
+$(SEED_RUN)/metrics.jsonl: | $(call extras,train)
 	$(VENV)/bin/litenet train --preset litenet-seed --backend numpy --out $(SEED_RUN) --force --no-progress $(data_flag)
 
 # the default preset on 10,000 images for 15 epochs: the quickest way (~5 min) to a loss below 0.5
-$(LATE_RUN)/metrics.jsonl: | $(VENV)/.installed-train
+$(LATE_RUN)/metrics.jsonl: | $(call extras,train)
 	$(VENV)/bin/litenet train --preset litenet-base --limit 10000 --epochs 15 --backend numpy --out $(LATE_RUN) --force --no-progress $(data_flag)
 
 .PHONY: insight-figures
-insight-figures: $(VENV)/.installed-train data $(SEED_RUN)/metrics.jsonl $(LATE_RUN)/metrics.jsonl  ## redraw docs/figures: curves and gradient flow of INSIGHT_RUN, confusion and saliency of INSIGHT_MODEL, SEED_RUN, LATE_RUN
+insight-figures: $(call extras,train) data $(SEED_RUN)/metrics.jsonl $(LATE_RUN)/metrics.jsonl  ## redraw docs/figures: curves and gradient flow of INSIGHT_RUN, confusion and saliency of INSIGHT_MODEL, SEED_RUN, LATE_RUN
 	$(PY) -m litenet.insight.figures --model $(INSIGHT_MODEL) --run $(INSIGHT_RUN) --seed-run $(SEED_RUN) --late-run $(LATE_RUN) --out docs/figures $(data_flag)
 
 .PHONY: insight-experiments
-insight-experiments: $(VENV)/.installed-train data  ## rerun the seed's lr scan and init comparison on both presets (about 10 min on 2 CPU cores, more when shared); PNGs into docs/figures
+insight-experiments: $(call extras,train) data  ## rerun the seed's lr scan and init comparison on both presets (about 10 min on 2 CPU cores, more when shared); PNGs into docs/figures
 	$(VENV)/bin/litenet lr-scan --preset litenet-seed --steps 2343 --out runs/lr-scan-seed $(data_flag)
 	$(VENV)/bin/litenet lr-scan --preset litenet-base --lrs 0.003125 0.00625 0.0125 0.025 0.05 0.1 --steps 781 --out runs/lr-scan-base $(data_flag)
 	$(VENV)/bin/litenet init-compare --preset litenet-seed --steps 200 --out runs/init-compare-seed $(data_flag)
@@ -145,11 +148,11 @@ ship-model:  ## train litenet-base (make train) and export it (make export-int8)
 	$(PY) scripts/ship_model.py $(SHIP_WORK) $(SHIP_OUT)
 
 .PHONY: bench-infer-cpu
-bench-infer-cpu: $(VENV)/.installed-train+export data  ## time ONNX Runtime fp32/int8 (ours, quantize_static) vs PyTorch eager (needs torch) and litenet-infer's start-up into bench/results/
+bench-infer-cpu: $(call extras,train export) data  ## time ONNX Runtime fp32/int8 (ours, quantize_static) vs PyTorch eager (needs torch) and litenet-infer's start-up into bench/results/
 	nice -n 10 $(PY) bench/bench_infer_cpu.py --model models/$(SHIP_PRESET) --out bench/results/infer-cpu-$$(date -u +%F).md
 
 .PHONY: arm-check
-arm-check: $(VENV)/.installed-train data  ## (root; 4 min, 20 the first time) the Raspberry Pi path under qemu: arm64 Debian, runtime wheel from PyPI, Pi 4 + Pi 5 vs x86-64
+arm-check: $(call extras,train) data  ## (root; 4 min, 20 the first time) the Raspberry Pi path under qemu: arm64 Debian, runtime wheel from PyPI, Pi 4 + Pi 5 vs x86-64
 	MODEL=$(if $(MODEL),$(MODEL),models/$(SHIP_PRESET)) PY=$(PY) scripts/arm-check.sh
 
 # --- Inference GPU --- (litenet/runtime/cuda_*.py, kernels/infer_*.cu; docs/runtime.md "CUDA backend")
