@@ -1,4 +1,5 @@
-"""Skips for the CUDA tests: `gpu` tests need CuPy and a usable GPU; emulator tests need g++."""
+"""Fixtures of the CUDA tests: the kernels on the CPU emulator (needs g++) or on the GPU (tests/conftest.py
+skips `gpu` tests where none is usable)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness, emulator
-
-
-def _gpu_reason() -> str | None:
-    from litenet.train.backends import cuda_unavailable_reason
-    return cuda_unavailable_reason()
-
-
-def pytest_collection_modifyitems(config, items):
-    gpu_reason = None
-    for item in items:
-        if item.get_closest_marker("gpu"):
-            gpu_reason = gpu_reason or _gpu_reason() or ""
-            if gpu_reason:
-                item.add_marker(pytest.mark.skip(reason=f"needs a GPU: {gpu_reason}"))
 
 
 @pytest.fixture(scope="session")

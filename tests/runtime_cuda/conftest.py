@@ -1,5 +1,5 @@
-"""Fixtures of the CUDA inference backend tests: the CPU emulator (needs g++), the small models
-exported on the CPU, and the `gpu` marker's skip (needs CuPy and a GPU)."""
+"""Fixtures of the CUDA inference backend tests: the CPU emulator (needs g++) and the small models
+exported on the CPU (tests/conftest.py skips `gpu` tests where no GPU is usable)."""
 
 from __future__ import annotations
 
@@ -13,23 +13,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "cuda"))  # the emulator package
 sys.path.insert(0, str(HERE.parent / "export"))  # export_fixtures: tiny models, synthetic images
 sys.path.insert(0, str(HERE))
-
-
-def _gpu_reason() -> str | None:
-    try:
-        import cupy
-        return None if cupy.cuda.runtime.getDeviceCount() > 0 else "no GPU found"
-    except Exception as exc:  # ImportError, no driver, no device
-        return f"CuPy or a GPU is not usable ({type(exc).__name__})"
-
-
-def pytest_collection_modifyitems(config, items):
-    reason = None
-    for item in items:
-        if item.get_closest_marker("gpu") and str(HERE) in str(item.fspath):
-            reason = reason if reason is not None else (_gpu_reason() or "")
-            if reason:
-                item.add_marker(pytest.mark.skip(reason=f"needs a GPU: {reason}"))
 
 
 @pytest.fixture(scope="session")
