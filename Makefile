@@ -15,8 +15,10 @@ CUDA_EXTRA ?= $(shell bash scripts/cuda-extra.sh 2>/dev/null)
 
 RESUME ?=
 FORCE ?=
+LIMIT ?=
 data_flag = $(if $(DATA),--data $(DATA),)
 epochs_flag = $(if $(EPOCHS),--epochs $(EPOCHS),)
+limit_flag = $(if $(LIMIT),--limit $(LIMIT),)
 # RESUME=1 continues the run in OUT from its checkpoint; FORCE=1 starts it over (0, no or false: off)
 yes = $(filter-out 0 no false,$(1))
 run_flags = $(if $(call yes,$(RESUME)),--resume,) $(if $(call yes,$(FORCE)),--force,)
@@ -25,7 +27,7 @@ run_flags = $(if $(call yes,$(RESUME)),--resume,) $(if $(call yes,$(FORCE)),--fo
 help:  ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
 	@echo "  variables: PRESET=$(PRESET) EPOCHS=<preset's> BACKEND=$(BACKEND) DATA=<search order> OUT=$(OUT)"
-	@echo "             RESUME=1 (continue the run in OUT) FORCE=1 (start it over)"
+	@echo "             RESUME=1 (continue the run in OUT) FORCE=1 (start it over) LIMIT=<all> (training images)"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,7 +58,7 @@ train: $(call extras,train $(CUDA_EXTRA)) data  ## train PRESET into OUT=runs/PR
 	@if [ -z "$(strip $(run_flags))" ] && [ -f $(OUT)/checkpoint.safetensors ]; then \
 	  echo "make train: $(OUT) already holds a training run; add RESUME=1 to continue it or FORCE=1 to start over (overwriting it)" >&2; \
 	  exit 1; fi
-	$(VENV)/bin/litenet train --preset $(PRESET) $(epochs_flag) --backend $(BACKEND) --out $(OUT) $(data_flag) $(run_flags)
+	$(VENV)/bin/litenet train --preset $(PRESET) $(epochs_flag) --backend $(BACKEND) --out $(OUT) $(data_flag) $(limit_flag) $(run_flags)
 
 TORCH_VERSION ?= 2.13.0
 .PHONY: bench

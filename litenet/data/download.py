@@ -27,7 +27,8 @@ TIMEOUT_S = 30
 CHUNK = 1 << 20
 
 WHERE_TO_PUT = ("put cifar-10-batches-bin/ or cifar-10-batches-py/ (or cifar-10-binary.tar.gz / "
-                "cifar-10-python.tar.gz) in ./data, or set LITENET_DATA (or pass --data) to where they are")
+                "cifar-10-python.tar.gz) in ./data, or point at where they are: --data PATH, LITENET_DATA=PATH, "
+                "or DATA=PATH for make (make train DATA=PATH)")
 
 
 def download_settings(url: str | None = None, md5: str | None = None) -> tuple[str, str]:

@@ -50,6 +50,16 @@ def locate_source(flag: str | None = None, *, download: bool = True, url: str | 
         if found is not None:
             return found.resolve()
     if not download:
-        raise LiteNetError(f"CIFAR-10 not found in ./data or ../shared/data: {WHERE_TO_PUT}")
+        raise LiteNetError(f"CIFAR-10 not found ({searched()}): {WHERE_TO_PUT}")
     url, md5 = download_settings(url, md5)
-    return fetch(url, md5, DEFAULT_PLACES[0], progress=progress).resolve()
+    try:
+        return fetch(url, md5, DEFAULT_PLACES[0], progress=progress).resolve()
+    except LiteNetError as exc:  # offline, most often: say first where we looked
+        raise LiteNetError(f"CIFAR-10 not found ({searched()}), and {exc}") from None
+
+
+def searched() -> str:
+    """The places looked at, each also as a full path: ../shared/data means nothing in a clone elsewhere."""
+    shown = (p.as_posix() if p.as_posix().startswith(".") else f"./{p.as_posix()}" for p in DEFAULT_PLACES)
+    places = ", ".join(f"{name} = {place.resolve()}" for name, place in zip(shown, DEFAULT_PLACES))
+    return f"LITENET_DATA is not set; looked in {places}"

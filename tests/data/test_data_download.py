@@ -57,9 +57,11 @@ def test_unreachable_server_gives_one_line_saying_where_to_put_the_files(open_sm
     with pytest.raises(LiteNetError) as err:
         open_small(download=True, url=f"http://127.0.0.1:{port}/cifar-10-python.tar.gz", md5="0" * 32)
     message = str(err.value)
-    assert message.startswith("cannot download CIFAR-10 from http://127.0.0.1")
+    assert message.startswith("CIFAR-10 not found (LITENET_DATA is not set; looked in ./data = ")
+    assert "cannot download CIFAR-10 from http://127.0.0.1" in message
     assert "\n" not in message
-    for hint in ("./data", "cifar-10-batches-bin", "cifar-10-batches-py", "LITENET_DATA"):
+    for hint in ("./data", "../shared/data = ", "cifar-10-batches-bin", "cifar-10-batches-py", "LITENET_DATA",
+                 "DATA=PATH for make"):
         assert hint in message
 
 

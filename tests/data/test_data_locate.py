@@ -1,5 +1,7 @@
 """The search order: --data, then LITENET_DATA, then ./data, then ../shared/data."""
 
+from pathlib import Path
+
 import pytest
 
 from cifar_fakes import make_archive, write_layout
@@ -61,5 +63,17 @@ def test_nothing_found_says_where_to_put_it():
         locate_source(None, download=False)
     message = str(err.value)
     assert "\n" not in message
-    for hint in ("./data", "cifar-10-batches-bin", "cifar-10-batches-py", "LITENET_DATA", "--data"):
+    for hint in ("./data", "cifar-10-batches-bin", "cifar-10-batches-py", "LITENET_DATA", "--data", "DATA=PATH for make",
+                 f"../shared/data = {(Path('..') / 'shared' / 'data').resolve()}"):
         assert hint in message
+
+
+def test_a_failed_download_says_where_it_looked(monkeypatch):
+    def offline(*args, **kwargs):
+        raise LiteNetError("cannot download CIFAR-10 from https://example.invalid (no network); put it in ./data")
+    monkeypatch.setattr("litenet.data.locate.fetch", offline)
+    with pytest.raises(LiteNetError) as err:
+        locate_source(None, download=True)
+    message = str(err.value)
+    assert message.startswith("CIFAR-10 not found (LITENET_DATA is not set; looked in ./data = ")
+    assert "../shared/data = " in message and "cannot download" in message
