@@ -95,31 +95,50 @@ class TensorRTInference(Backend):
         if problem:
             raise LiteNetError(f"{model.engine}: {problem}")
         self.cupy, self.info, self.path = cupy, info, model.engine
-        self.logger = trt.Logger(trt.Logger.WARNING)
-        self.engine = trt.Runtime(self.logger).deserialize_cuda_engine(model.engine.read_bytes())
-        if self.engine is None:
-            raise LiteNetError(f"{model.engine}: TensorRT could not deserialize it; {REBUILD}")
-        self.context = self.engine.create_execution_context()
-        self.input_name = info["input"]["name"]
-        self.output_name = info["output"]["name"]
-        self.max_batch = int(info["batch_profile"]["max"])
-        self.stream = cupy.cuda.Stream()
         self.classes = model.classes
         if not self.classes:
             raise LiteNetError(f"{model.engine}: no class names (no config.json or model.onnx beside it); "
                                "keep the engine in its model folder")
+        self.logger = trt.Logger(trt.Logger.WARNING)
+        self.engine = trt.Runtime(self.logger).deserialize_cuda_engine(model.engine.read_bytes())
+        if self.engine is None:
+            raise LiteNetError(f"{model.engine}: TensorRT could not deserialize it; {REBUILD}")
+        self.input_name = info["input"]["name"]
+        self.output_name = info["output"]["name"]
+        self.max_batch = int(info["batch_profile"]["max"])
+        self._check_tensors(model)
+        self.context = self.engine.create_execution_context()
+        self.stream = cupy.cuda.Stream()
+
+    def _check_tensors(self, model: ModelFiles) -> None:
+        """The engine has the input and output its JSON names, with one logit per class name."""
+        names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
+        for name in (self.input_name, self.output_name):
+            if name not in names:
+                raise LiteNetError(f"{model.engine} has no tensor {name!r} (it has {', '.join(names)}), which its "
+                                   f"JSON names: the two files come from different exports; {REBUILD}")
+        shape = self.engine.get_tensor_shape(self.output_name)
+        outputs = shape[len(shape) - 1]  # NOTE: not shape[-1]: TensorRT's Dims may not take negative indices
+        if outputs != len(self.classes):
+            raise LiteNetError(f"{model.engine} has {outputs} outputs but the model's config names "
+                               f"{len(self.classes)} classes; the engine comes from another model; {REBUILD}")
 
     def predict(self, images):
         """uint8 (N, 32, 32, 3) → float32 logits (N, C), in slices of the profile's maximum batch."""
         import numpy as np
 
+        images = np.asarray(images)
+        if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (32, 32, 3):
+            raise ValueError(f"expected uint8 images of shape (N, 32, 32, 3), got {images.dtype} {images.shape}")
         cp = self.cupy
         out = []
         with self.stream:  # copies and the engine on one stream, so each waits for the one before
             for i in range(0, len(images), self.max_batch):
                 x = cp.asarray(pixels_to_float(images[i:i + self.max_batch]))
                 z = cp.empty((len(x), len(self.classes)), dtype=cp.float32)
-                self.context.set_input_shape(self.input_name, tuple(x.shape))
+                if not self.context.set_input_shape(self.input_name, tuple(x.shape)):
+                    raise LiteNetError(f"{self.path}: TensorRT refused input shape {tuple(x.shape)}, within the "
+                                       f"batch profile its JSON gives (1 to {self.max_batch}); {REBUILD}")
                 self.context.set_tensor_address(self.input_name, x.data.ptr)
                 self.context.set_tensor_address(self.output_name, z.data.ptr)
                 if not self.context.execute_async_v3(self.stream.ptr):

@@ -225,7 +225,7 @@ class _Raiser:
         return None
 
 
-# --- TensorRT (no TensorRT here: the checks that run before it) -----------------------------------
+# --- TensorRT: the rule and file names it shares with the exporter (the backend: test_runtime_tensorrt.py)
 
 def test_tensorrt_engine_checks():
     from litenet.runtime.tensorrt_backend import ENGINE_FORMAT, engine_mismatch
@@ -252,16 +252,3 @@ def test_file_names_match_the_exporter():
     assert (model_files.FP32_ONNX, model_files.INT8_ONNX, model_files.PLAN) == (
         pipeline.FP32_FILE, pipeline.INT8_FILE, pipeline.PLAN_FILE)
     assert (model_files.WEIGHTS, model_files.CONFIG) == (WEIGHTS_FILE, CONFIG_FILE)
-
-
-def test_tensorrt_unavailable_reasons(model_dir, tmp_path):
-    from litenet.runtime.tensorrt_backend import TensorRTInference
-
-    m = ModelFiles.locate(model_dir)
-    assert "int8 only" in TensorRTInference.unavailable_reason(m, "fp32")
-    assert "no model.int8.engine" in TensorRTInference.unavailable_reason(m, "int8")
-    shutil.copytree(model_dir, tmp_path / "m")
-    (tmp_path / "m" / "model.int8.engine").write_bytes(b"engine")
-    reason = TensorRTInference.unavailable_reason(ModelFiles.locate(tmp_path / "m"), "int8")
-    assert reason in ("the tensorrt Python package is not installed", "CuPy (for device buffers) is not installed") \
-        or "GPU" in reason or "engine" in reason
