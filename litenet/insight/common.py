@@ -58,6 +58,7 @@ def save_experiment(result: dict, out: str | Path, stem: str, plot) -> None:
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    plot(result, out / f"{stem}.png")
+    drawn = plot(result, out / f"{stem}.png")
     atomic_write_text(out / f"{stem}.json", json_text(result))
-    print(f"wrote {out / f'{stem}.png'} and {out / f'{stem}.json'} ({result['seconds']} s)")
+    written = [out / f"{stem}.png"] * bool(drawn) + [out / f"{stem}.json"]
+    print(f"wrote {' and '.join(map(str, written))} ({result['seconds']} s)")

@@ -46,13 +46,15 @@ def report_text(m: np.ndarray, classes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def render_confusion(out_png: str | Path, m: np.ndarray, classes: list[str], title: str) -> None:
-    """The matrix as a picture: colour is the share of the true class's images, text the count."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def render_confusion(out_png: str | Path, m: np.ndarray, classes: list[str], title: str) -> bool:
+    """The matrix as a picture: colour is the share of the true class's images, text the count.
+    False (after one notice) without matplotlib."""
     from litenet.atomic import atomic_path
+    from litenet.plotting import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return False
 
     totals = np.maximum(m.sum(axis=1, keepdims=True), 1)
     share = m / totals
@@ -70,3 +72,4 @@ def render_confusion(out_png: str | Path, m: np.ndarray, classes: list[str], tit
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+    return True

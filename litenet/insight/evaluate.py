@@ -39,8 +39,9 @@ def run(args) -> int:
     print(report_text(m, classes))
     out = Path(args.out) if args.out else folder
     out.mkdir(parents=True, exist_ok=True)
-    render_confusion(out / "confusion.png", m, classes,
-                     f"{folder.name}: {100 * result['accuracy']:.2f}% on {result['images']} test images")
+    drawn = render_confusion(out / "confusion.png", m, classes,
+                             f"{folder.name}: {100 * result['accuracy']:.2f}% on {result['images']} test images")
     atomic_write_text(out / "eval.json", common.json_text(result))
-    print(f"\nwrote {out / 'confusion.png'} and {out / 'eval.json'}")
+    written = [out / "confusion.png"] * drawn + [out / "eval.json"]
+    print(f"\nwrote {' and '.join(map(str, written))}")
     return 0

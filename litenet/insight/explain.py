@@ -35,11 +35,11 @@ def explain_files(paths: list[str], out: Path, params, model, train, classes) ->
         scores, kind = class_scores(z, train.loss)
         target = _unique(out / f"{Path(path).stem}.saliency.png", written)
         width, height = info["size"]
-        render_explanation(target, image, maps[0], scores[0], kind, classes,
-                           title=f"{Path(path).name} ({width} × {height}, mode {info['mode']})")
+        drawn = render_explanation(target, image, maps[0], scores[0], kind, classes,
+                                   title=f"{Path(path).name} ({width} × {height}, mode {info['mode']})")
         top = np.argsort(-scores[0])[:3]
         listed = ", ".join(f"{classes[i]} {_fmt(scores[0, i], kind)}" for i in top)
-        print(f"{path}: {listed} → {target}")
+        print(f"{path}: {listed}" + (f" → {target}" if drawn else ""))
     return errors
 
 
@@ -53,10 +53,10 @@ def explain_grid(count: int, out: Path, params, model, classes, args) -> Path:
     z, maps = saliency(params, images, model)
     pred = z.argmax(axis=1)
     target = out / f"grid-{len(images)}.saliency.png"
-    render_grid(target, images, maps, pred, labels, classes,
-                title=f"gradient × input for the predicted class — true → predicted "
-                      f"({int((pred == labels).sum())}/{len(images)} right)")
-    print(f"{len(images)} test images, {int((pred == labels).sum())} classified right → {target}")
+    right = int((pred == labels).sum())
+    drawn = render_grid(target, images, maps, pred, labels, classes,
+                        title=f"gradient × input for the predicted class — true → predicted ({right}/{len(images)} right)")
+    print(f"{len(images)} test images, {right} classified right" + (f" → {target}" if drawn else ""))
     return target
 
 

@@ -63,13 +63,15 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(result: dict, out_png: Path) -> None:
-    """‖g‖ per batch for both initialisations, with the clip threshold and the seed's batch 12."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(result: dict, out_png: Path) -> bool:
+    """‖g‖ per batch for both initialisations, with the clip threshold and the seed's batch 12.
+    False (after one notice) without matplotlib."""
     from litenet.atomic import atomic_path
+    from litenet.plotting import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return False
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
     fig.subplots_adjust(left=0.07, right=0.98, top=0.86, bottom=0.12, wspace=0.22)
@@ -90,6 +92,7 @@ def plot(result: dict, out_png: Path) -> None:
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+    return True
 
 
 def run(args) -> int:

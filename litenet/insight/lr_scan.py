@@ -80,14 +80,16 @@ def verdict(results: list[dict]) -> dict:
     return out
 
 
-def plot(result: dict, out_png: Path) -> None:
-    """Left: the loss of every run; right: warm-up mean ‖g‖ and held-out loss against the lr."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(result: dict, out_png: Path) -> bool:
+    """Left: the loss of every run; right: warm-up mean ‖g‖ and held-out loss against the lr.
+    False (after one notice) without matplotlib."""
     from litenet.atomic import atomic_path
+    from litenet.plotting import pyplot
     from litenet.train.plots import smooth
+
+    plt = pyplot()
+    if plt is None:
+        return False
 
     runs = result["runs"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -114,6 +116,7 @@ def plot(result: dict, out_png: Path) -> None:
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+    return True
 
 
 def report(result: dict) -> str:

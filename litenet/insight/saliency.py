@@ -78,13 +78,15 @@ def _draw_heat(ax, image: np.ndarray, heat: np.ndarray) -> None:
 
 
 def render_explanation(out_png: str | Path, image: np.ndarray, heat: np.ndarray, scores: np.ndarray,
-                       score_kind: str, classes: list[str], title: str) -> None:
-    """One PNG: the image as the model sees it, the heat map over it, and the top-3 classes."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+                       score_kind: str, classes: list[str], title: str) -> bool:
+    """One PNG: the image as the model sees it, the heat map over it, and the top-3 classes.
+    False (after one notice) without matplotlib."""
     from litenet.atomic import atomic_path
+    from litenet.plotting import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return False
 
     top = np.argsort(-scores)[:3]
     fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.3), gridspec_kw={"width_ratios": [1, 1, 1.3]})
@@ -110,16 +112,19 @@ def render_explanation(out_png: str | Path, image: np.ndarray, heat: np.ndarray,
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+    return True
 
 
 def render_grid(out_png: str | Path, images: np.ndarray, maps: np.ndarray, pred: np.ndarray,
-                labels: np.ndarray, classes: list[str], title: str, columns: int = 4) -> None:
-    """A labelled sheet: for each image, the image and its map, titled true → predicted."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+                labels: np.ndarray, classes: list[str], title: str, columns: int = 4) -> bool:
+    """A labelled sheet: for each image, the image and its map, titled true → predicted.
+    False (after one notice) without matplotlib."""
     from litenet.atomic import atomic_path
+    from litenet.plotting import pyplot
+
+    plt = pyplot()
+    if plt is None:
+        return False
 
     n = len(images)
     rows = -(-n // columns)
@@ -141,3 +146,4 @@ def render_grid(out_png: str | Path, images: np.ndarray, maps: np.ndarray, pred:
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+    return True

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from litenet.atomic import atomic_path
+from litenet.plotting import pyplot
 from litenet.train.checkpoint import read_metrics
 
 
@@ -20,11 +21,11 @@ def smooth(values: np.ndarray, window: int) -> np.ndarray:
     return np.concatenate([head, np.convolve(values, kernel, mode="valid")])
 
 
-def plot_training(metrics_path: str | Path, out_png: str | Path) -> None:
-    """Draw the four panels and write the PNG atomically."""
-    import matplotlib
-    matplotlib.use("Agg")  # headless: no display on servers, CI or a Pi
-    import matplotlib.pyplot as plt
+def plot_training(metrics_path: str | Path, out_png: str | Path) -> bool:
+    """Draw the four panels and write the PNG atomically; False (after one notice) without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
 
     records = read_metrics(metrics_path)
     steps = [r for r in records if r.get("type") == "step"]
@@ -63,13 +64,15 @@ def plot_training(metrics_path: str | Path, out_png: str | Path) -> None:
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+    return True
 
 
-def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> None:
-    """Draw gradient flow: per-layer gradient norms, update ratios, residual path shares, clip rate."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> bool:
+    """Draw gradient flow: per-layer gradient norms, update ratios, residual path shares, clip rate;
+    False (after one notice) without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
 
     # NOTE: the measures live in litenet.train.monitors (pure NumPy), so the docs, the tests and
     # this figure share one definition of each.
@@ -115,3 +118,4 @@ def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> None:
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
+    return True
