@@ -21,9 +21,14 @@ def add_data_arguments(parser) -> None:
 
 def load_trained(folder: str | None):
     """(params, model config, train config, class names, folder) of a trained model folder."""
-    from litenet.weights import load_model
+    from litenet.errors import LiteNetError
+    from litenet.weights import CONFIG_FILE, load_model
 
     path = Path(folder) if folder else models_dir() / DEFAULT_MODEL
+    if not (path / CONFIG_FILE).is_file():  # load_model's own message names export's --weights too
+        what = "no such folder" if not path.exists() else f"no {CONFIG_FILE}"
+        raise LiteNetError(f"{path}: {what}; point --model at a folder written by litenet train "
+                           f"(default: the shipped models/{DEFAULT_MODEL})")
     params, model, train, doc = load_model(path)
     classes = list(doc.get("classes") or CLASS_NAMES)
     return params, model, train, classes, path

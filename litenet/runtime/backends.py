@@ -1,7 +1,7 @@
 """Inference backends: the interface every backend implements, the registry by name, and `auto` selection.
 
-The interface (what `litenet-infer` calls; `litenet/runtime/cuda_backend.py:CudaInference` is to be
-written against it):
+The interface (what `litenet-infer` calls; TensorRTInference, CudaInference and OnnxRuntimeInference
+implement it):
 
     class SomeInference(Backend):
         name = "some"                              # the registry key, shown in output
@@ -30,6 +30,7 @@ missing module (or a missing dependency inside it) makes that backend unavailabl
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
 
 from litenet.errors import LiteNetError
@@ -108,7 +109,17 @@ def choose(requested: str, model: ModelFiles, precision: str, probe=availability
         if cls is not None:
             return Choice(cls, notes)
     if requested != "auto":
-        raise LiteNetError(f"backend {requested} cannot run here: {notes[0][1]}; use --backend auto")
+        fix = _cpu_fix(model, precision) if requested == "onnxruntime" else "use --backend auto"
+        raise LiteNetError(f"backend {requested} cannot run here: {notes[0][1]}; {fix}")
     summary = "; ".join(f"{n}: {r}" for n, r in notes)
-    raise LiteNetError(f"no backend can run this model at {precision} ({summary}); "
-                       "install onnxruntime (pip install onnxruntime) or choose another --precision")
+    raise LiteNetError(f"no backend can run this model at {precision} ({summary}); {_cpu_fix(model, precision)}")
+
+
+def _cpu_fix(model: ModelFiles, precision: str) -> str:
+    """What makes the CPU backend, the one every machine can have, able to run `model` at `precision`."""
+    if (model.fp32_onnx if precision == "fp32" else model.int8_onnx) is None:  # onnxruntime's reason said so
+        weights = model.folder if model.weights is not None else "<model folder>"
+        return f"export it: `litenet export --weights {weights}{' --int8' if precision == 'int8' else ''}`"
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "install ONNX Runtime (pip install onnxruntime) for the CPU"
+    return "choose another --precision or --backend"

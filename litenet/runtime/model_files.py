@@ -127,6 +127,18 @@ class ModelFiles:
                 pass
         return "unknown"
 
+    def family(self) -> str:
+        """The architecture family ("mlp", "mixer") that config.json or the int8 plan records; "mlp" when neither says."""
+        docs = []
+        try:
+            if self.config is not None:
+                docs.append(json.loads(self.config.read_text(encoding="utf-8")).get("model"))
+            if self.plan is not None:
+                docs.append(json.loads(safetensors_metadata(self.plan).get("model", "{}")))
+        except (OSError, ValueError, AttributeError, LiteNetError):
+            pass
+        return next((d["family"] for d in docs if isinstance(d, dict) and "family" in d), "mlp")
+
     def describe(self) -> str:
         """What the user gave, for messages."""
         return str(self.source)
@@ -143,8 +155,15 @@ class ModelFiles:
             return
         if self._weights_sha256 is None:
             self._weights_sha256 = file_sha256(self.weights)
-        if self._weights_sha256 != recorded:
-            raise LiteNetError(f"{path} was exported from other weights than {self.weights} beside it (trained again "
+        if self._weights_sha256 == recorded:
+            return
+        try:  # a damaged weights file differs too, but retraining is not what happened to it
+            read_safetensors_header(self.weights)
+        except (OSError, ValueError, struct.error) as exc:
+            raise LiteNetError(f"{self.weights}: unreadable weights file ({exc}), so {path.name} cannot be checked "
+                               f"against it; restore it (litenet train writes it) or give --model {path} "
+                               "alone") from None
+        raise LiteNetError(f"{path} was exported from other weights than {self.weights} beside it (trained again "
                                f"since?); re-run `litenet export --weights {self.folder} --int8`")
 
 
@@ -224,15 +243,24 @@ def not_an_onnx_model(path: Path, exc: Exception) -> LiteNetError:
                         f"or {MODEL_HINT}")
 
 
+def read_safetensors_header(path: Path) -> dict:
+    """A safetensors file's JSON header (no safetensors package needed); OSError, ValueError or
+    struct.error when the file is not one."""
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        if length > 100_000_000:
+            raise ValueError("header too large")
+        header = json.loads(f.read(length))
+    if not isinstance(header, dict):
+        raise ValueError("header is not a JSON object")
+    return header
+
+
 def safetensors_metadata(path: Path) -> dict[str, str]:
     """The string metadata of a safetensors file, from its JSON header (no safetensors package needed)."""
     try:
-        with open(path, "rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            if length > 100_000_000:
-                raise ValueError("header too large")
-            header = json.loads(f.read(length))
+        header = read_safetensors_header(path)
     except (OSError, ValueError, struct.error) as exc:
         raise LiteNetError(f"{path}: not a readable safetensors file ({exc}); re-run litenet export --int8") from None
-    meta = header.get("__metadata__", {}) if isinstance(header, dict) else {}
+    meta = header.get("__metadata__", {})
     return meta if isinstance(meta, dict) else {}

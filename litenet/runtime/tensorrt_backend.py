@@ -67,10 +67,10 @@ class TensorRTInference(Backend):
 
     @classmethod
     def unavailable_reason(cls, model: ModelFiles, precision: str) -> str | None:
-        if precision != "int8":
-            return "the TensorRT engine is int8 only; add --precision int8"
         if model.engine is None:
             return f"{model.describe()} has no model.int8.engine (litenet export builds one where TensorRT runs)"
+        if precision != "int8":
+            return "the TensorRT engine is int8 only; add --precision int8"
         trt = _import("tensorrt")
         if trt is None:
             return "the tensorrt Python package is not installed"

@@ -198,9 +198,38 @@ def test_real_availability_here(model_dir):
     choice = backends.choose("auto", m, "fp32")
     assert choice.cls is OnnxRuntimeInference
     reasons = dict(choice.notes)
-    assert "int8 only" in reasons["tensorrt"]
+    assert "has no model.int8.engine" in reasons["tensorrt"]  # no engine at all: not "int8 only"
     assert reasons["cuda"]
     assert "no model.int8.engine" in backends.availability("tensorrt", m, "int8")[1]
+
+
+def test_an_engine_at_fp32_is_int8_only(model_dir, tmp_path):
+    folder = tmp_path / "with-engine"
+    shutil.copytree(model_dir, folder)
+    (folder / "model.int8.engine").write_bytes(b"an engine")
+    assert "int8 only" in backends.availability("tensorrt", ModelFiles.locate(folder), "fp32")[1]
+
+
+def test_a_folder_without_onnx_says_to_export_not_to_install(model_dir, tmp_path):
+    folder = tmp_path / "no-onnx"
+    folder.mkdir()
+    for name in ("config.json", "weights.safetensors", "model.int8.plan.safetensors"):
+        shutil.copy(model_dir / name, folder / name)
+    model = ModelFiles.locate(folder)
+    with pytest.raises(LiteNetError) as err:
+        backends.choose("auto", model, "fp32", probe=lambda name, m, p: (None, backends.availability(name, m, p)[1])
+                        if name == "onnxruntime" else (None, f"{name} is missing here"))
+    message = str(err.value)
+    assert f"onnxruntime: {folder} has no model.onnx" in message
+    assert message.endswith(f"export it: `litenet export --weights {folder}`") and "install" not in message
+    with pytest.raises(LiteNetError, match=f"has no model.int8.onnx; export it: `litenet export --weights {folder} --int8`"):
+        backends.choose("onnxruntime", model, "int8")
+
+
+def test_without_onnxruntime_the_fix_is_to_install_it(model_dir, monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "onnxruntime" else object())
+    with pytest.raises(LiteNetError, match=r"install ONNX Runtime \(pip install onnxruntime\)"):
+        backends.choose("auto", ModelFiles.locate(model_dir), "fp32", probe=fake_probe(set()))
 
 
 def test_missing_module_and_missing_dependency(monkeypatch):

@@ -140,7 +140,7 @@ def test_usage_errors(capsys, model_dir, png_folder):
 def test_verbose_explains_the_choice(capsys, model_dir, png_folder):
     code, _, err = infer(capsys, png_folder / "good_0.png", "--model", model_dir, "--verbose")
     assert code == 0
-    assert "backend tensorrt: not used (the TensorRT engine is int8 only" in err
+    assert f"backend tensorrt: not used ({model_dir} has no model.int8.engine" in err
     assert "backend cuda: not used (" in err and "backend onnxruntime: chosen" in err
     assert "1 intra-op thread(s)" in err
 
@@ -223,3 +223,15 @@ def test_an_export_of_older_weights_is_refused(capsys, model_dir, png_folder, tm
         cuda_net.load_int8(ModelFiles.locate(folder))  # the CUDA backend's int8 input (its fp32 reads the weights)
     # one exported file given alone has no weights beside it to disagree with
     assert infer(capsys, png_folder / "good_0.png", "--model", folder / "model.onnx")[0] == 0
+
+
+def test_damaged_weights_are_named_not_taken_for_a_retraining(capsys, model_dir, png_folder, tmp_path):
+    import shutil
+
+    folder = tmp_path / "damaged"
+    shutil.copytree(model_dir, folder)
+    (folder / "weights.safetensors").write_bytes(np.random.default_rng(0).bytes(4096))
+    code, out, err = infer(capsys, png_folder / "good_0.png", "--model", folder, "--backend", "onnxruntime")
+    assert code == cli.EXIT_MODEL and out == "" and len(err.splitlines()) == 1
+    assert f"{folder / 'weights.safetensors'}: unreadable weights file" in err
+    assert "exported from other weights" not in err and "trained again" not in err

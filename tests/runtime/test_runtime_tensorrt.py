@@ -55,11 +55,13 @@ def fakes(monkeypatch):
 
 # --- why it is unavailable -------------------------------------------------------------------------
 
-def test_it_says_why_without_an_engine_or_for_fp32(model_dir):
+def test_it_says_why_without_an_engine_or_for_fp32(model_dir, folder, fakes):
     m = ModelFiles.locate(model_dir)
-    assert TensorRTInference.unavailable_reason(m, "fp32") == "the TensorRT engine is int8 only; add --precision int8"
-    assert TensorRTInference.unavailable_reason(m, "int8") == (
-        f"{m.describe()} has no model.int8.engine (litenet export builds one where TensorRT runs)")
+    no_engine = f"{m.describe()} has no model.int8.engine (litenet export builds one where TensorRT runs)"
+    assert TensorRTInference.unavailable_reason(m, "int8") == no_engine
+    assert TensorRTInference.unavailable_reason(m, "fp32") == no_engine  # not "int8 only": there is no engine
+    with_engine = write_engine(folder, fakes[0])
+    assert TensorRTInference.unavailable_reason(with_engine, "fp32") == "the TensorRT engine is int8 only; add --precision int8"
 
 
 @pytest.mark.parametrize("case, reason", [
