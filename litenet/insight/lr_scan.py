@@ -98,7 +98,7 @@ def plot(result: dict, out_png: Path) -> bool:
                  f"whose warm-up mean ‖g‖ is in {SEED_BAND[0]}–{SEED_BAND[1]}", fontsize=10)
     for n, r in enumerate(runs):
         a.plot(smooth(np.array(r["loss_curve"]), 25), color=f"C{n % 10}", label=f"lr {r['lr']:g}")
-    a.set(title=f"batch loss ({result['loss']}, mean of 25 steps)", xlabel="step")
+    a.set(title=f"batch loss ({result['loss']}, running mean over 25 steps)", xlabel="step")
     a.legend(fontsize=8)
     lrs = [r["lr"] for r in runs]
     b.axhspan(*SEED_BAND, color="C2", alpha=0.15, label="seed's band")

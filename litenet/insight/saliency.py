@@ -69,18 +69,25 @@ def _heat_limit(maps: np.ndarray) -> float:
     return limit if limit > 0 else 1.0
 
 
-def _draw_heat(ax, image: np.ndarray, heat: np.ndarray) -> None:
+HEAT_MEANING = "gradient × input: each pixel's first-order share of the class's logit"
+RED_BLUE = "red raises the class's logit, blue lowers it"
+
+
+def _draw_heat(ax, image: np.ndarray, heat: np.ndarray):
+    """The map over the image in grey, red for + and blue for −, clipped at ±_heat_limit; returns the map's
+    AxesImage (for a colour bar) and that limit."""
     grey = image.astype(np.float64).mean(axis=2)
     ax.imshow(grey, cmap="gray", vmin=0, vmax=255, interpolation="nearest")
     limit = _heat_limit(heat)
-    ax.imshow(heat, cmap="bwr", vmin=-limit, vmax=limit, alpha=0.65, interpolation="nearest")
+    shown = ax.imshow(heat, cmap="bwr", vmin=-limit, vmax=limit, alpha=0.65, interpolation="nearest")
     ax.set_xticks([]), ax.set_yticks([])
+    return shown, limit
 
 
 def render_explanation(out_png: str | Path, image: np.ndarray, heat: np.ndarray, scores: np.ndarray,
                        score_kind: str, classes: list[str], title: str) -> bool:
-    """One PNG: the image as the model sees it, the heat map over it, and the top-3 classes.
-    False (after one notice) without matplotlib."""
+    """One PNG: the image as the model sees it, the heat map over it with its colour scale, and the
+    top-3 classes. False (after one notice) without matplotlib."""
     from litenet.atomic import atomic_path
     from litenet.plotting import pyplot
 
@@ -89,26 +96,36 @@ def render_explanation(out_png: str | Path, image: np.ndarray, heat: np.ndarray,
         return False
 
     top = np.argsort(-scores)[:3]
-    fig, axes = plt.subplots(1, 3, figsize=(9.5, 3.3), gridspec_kw={"width_ratios": [1, 1, 1.3]})
-    fig.subplots_adjust(left=0.02, right=0.97, top=0.78, bottom=0.12, wspace=0.25)
+    fig, axes = plt.subplots(1, 3, figsize=(9.5, 4.2), gridspec_kw={"width_ratios": [1, 1, 1.3]})
+    fig.subplots_adjust(left=0.02, right=0.97, top=0.8, bottom=0.2, wspace=0.3)
     fig.suptitle(title, fontsize=10)
     axes[0].imshow(image, interpolation="nearest")
     axes[0].set_title("input (32 × 32)", fontsize=9)
     axes[0].set_xticks([]), axes[0].set_yticks([])
-    _draw_heat(axes[1], image, heat)
+    shown, limit = _draw_heat(axes[1], image, heat)
     axes[1].set_title(f"gradient × input for '{classes[top[0]]}'\nred: for it, blue: against", fontsize=9)
+    bar = fig.colorbar(shown, ax=axes[1], orientation="horizontal", fraction=0.06, pad=0.04)
+    bar.set_ticks([-limit, 0, limit], labels=[f"−{limit:.2g}", "0", f"+{limit:.2g}"])
+    bar.ax.tick_params(labelsize=7)
+    bar.set_label(f"each pixel's share of the logit of '{classes[top[0]]}'\n(clipped at the 99th percentile of |map|)",
+                  fontsize=7)
     ax = axes[2]
     values = scores[top]
     ax.barh(range(3)[::-1], values, color=["C3", "C7", "C7"])
     ax.set_yticks(range(3)[::-1], [classes[i] for i in top])
-    for row, v in zip(range(3)[::-1], values):
-        ax.text(v, row, f" {100 * v:.1f} %" if score_kind == "probability" else f" {v:.3f}", va="center", fontsize=8)
     ax.set_title(f"top 3 ({score_kind})", fontsize=9)
     if score_kind == "probability":
-        ax.set_xlim(0, 1.25)
+        ax.set_xlim(0, 1.0)
+        ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25 %", "50 %", "75 %", "100 %"], fontsize=8)
+        for row, v in zip(range(3)[::-1], values):
+            inside = v > 0.7  # a long bar carries its label inside, so nothing runs past 100 %
+            ax.text(v - 0.02 if inside else v + 0.02, row, f"{100 * v:.1f} %", va="center", fontsize=8,
+                    ha="right" if inside else "left", color="white" if inside else "black")
     else:
         span = max(abs(values).max(), 1e-6) * 1.4
         ax.set_xlim(min(0, values.min() * 1.4), span)
+        for row, v in zip(range(3)[::-1], values):
+            ax.text(v, row, f" {v:.3f}", va="center", fontsize=8)
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
@@ -117,8 +134,8 @@ def render_explanation(out_png: str | Path, image: np.ndarray, heat: np.ndarray,
 
 def render_grid(out_png: str | Path, images: np.ndarray, maps: np.ndarray, pred: np.ndarray,
                 labels: np.ndarray, classes: list[str], title: str, columns: int = 4) -> bool:
-    """A labelled sheet: for each image, the image and its map, titled true → predicted.
-    False (after one notice) without matplotlib."""
+    """A labelled sheet: for each image, the image and its map, titled true → predicted, with a legend
+    for the colours. False (after one notice) without matplotlib."""
     from litenet.atomic import atomic_path
     from litenet.plotting import pyplot
 
@@ -128,8 +145,9 @@ def render_grid(out_png: str | Path, images: np.ndarray, maps: np.ndarray, pred:
 
     n = len(images)
     rows = -(-n // columns)
-    fig, axes = plt.subplots(rows, 2 * columns, figsize=(2.1 * columns * 2 * 0.62, 1.55 * rows + 0.5), squeeze=False)
-    fig.subplots_adjust(left=0.01, right=0.99, top=1 - 0.5 / (1.55 * rows + 0.5), bottom=0.01,
+    height = 1.55 * rows + 1.0  # + the title above and the legend below
+    fig, axes = plt.subplots(rows, 2 * columns, figsize=(2.1 * columns * 2 * 0.62, height), squeeze=False)
+    fig.subplots_adjust(left=0.01, right=0.99, top=1 - 0.5 / height, bottom=0.5 / height,
                         wspace=0.05, hspace=0.35)
     fig.suptitle(title, fontsize=10)
     for ax in axes.ravel():
@@ -143,6 +161,10 @@ def render_grid(out_png: str | Path, images: np.ndarray, maps: np.ndarray, pred:
         ok = pred[i] == labels[i]
         a.set_title(f"{classes[labels[i]]} → {classes[pred[i]]}", fontsize=7, color="black" if ok else "C3",
                     loc="left")
+    fig.text(0.5, 0.18 / height,
+             f"each image, then its map of {HEAT_MEANING} (predicted class; {RED_BLUE}; each map scaled to its "
+             "own 99th percentile of |map|).\nCaption: true class → predicted class, black when right, red when wrong.",
+             ha="center", va="bottom", fontsize=7, wrap=True)
     with atomic_path(out_png) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)

@@ -36,8 +36,11 @@ def plot_training(metrics_path: str | Path, out_png: str | Path) -> bool:
     fig.subplots_adjust(left=0.07, right=0.98, top=0.95, bottom=0.08, wspace=0.2, hspace=0.3)
     ax = axes[0, 0]
     loss = np.array([r["loss"] for r in steps])
-    ax.plot(x, loss, color="0.8", lw=0.5, label="per step")
-    ax.plot(x, smooth(loss, window), color="C0", label=f"mean of {window}")
+    if window > 1:
+        ax.plot(x, loss, color="0.8", lw=0.5, label="per step")
+        ax.plot(x, smooth(loss, window), color="C0", label=f"running mean over {window} steps")
+    else:  # too few steps to smooth
+        ax.plot(x, loss, color="C0", label="per step")
     if epochs:
         ax.plot([r["step"] for r in epochs], [r["test_loss"] for r in epochs], "o-", color="C3", label="test")
     ax.set(title="loss", xlabel="step")
@@ -52,7 +55,8 @@ def plot_training(metrics_path: str | Path, out_png: str | Path) -> bool:
     ax = axes[1, 0]
     norm = np.array([r["grad_norm"] for r in steps])
     ax.semilogy(x, norm, color="0.8", lw=0.5)
-    ax.semilogy(x, smooth(norm, window), color="C2", label="‖g‖ (before clipping)")
+    ax.semilogy(x, smooth(norm, window), color="C2",
+                label="‖g‖ before clipping" + (f", running mean over {window} steps" if window > 1 else ""))
     clipped = np.array([r["clipped"] for r in steps], bool)
     if clipped.any():
         ax.semilogy(x[clipped], norm[clipped], "x", color="C3", ms=3, label=f"clipped ({clipped.sum()} steps)")
@@ -86,7 +90,8 @@ def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> bool:
     ax = axes[0, 0]
     for n, (i, label) in enumerate(layers):
         ax.semilogy(run.step, smooth(run.grad_norms[:, i], window), color=f"C{n % 10}", label=label)
-    ax.set(title=f"gradient norm per layer (mean of {window} steps)", xlabel="step")
+    ax.set(title="gradient norm per layer" + (f" (running mean over {window} steps)" if window > 1 else ""),
+           xlabel="step")
     ax.legend(fontsize=7, ncol=2)
     ax = axes[0, 1]
     if len(run.chunk_step):
