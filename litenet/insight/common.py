@@ -8,6 +8,7 @@ from litenet.data import CLASS_NAMES
 from litenet.resources import models_dir
 
 DEFAULT_MODEL = "litenet-base"
+RUNS_DIR = Path("runs")  # untracked in a checkout (.gitignore), as litenet train's default
 
 
 def add_model_argument(parser) -> None:
@@ -32,6 +33,21 @@ def load_trained(folder: str | None):
     params, model, train, doc = load_model(path)
     classes = list(doc.get("classes") or CLASS_NAMES)
     return params, model, train, classes, path
+
+
+def output_folder(requested: str | None, model_folder: Path, command: str) -> Path:
+    """Where `command` (eval, explain) writes: --out; else beside a model of the user's (eval: its folder,
+    explain: its explain/ subfolder); but never into LiteNet's own shipped models/ unless --out says so:
+    runs/<command>/<model name>/ then."""
+    if requested:
+        return Path(requested)
+    try:
+        shipped = Path(model_folder).resolve().is_relative_to(models_dir().resolve())
+    except FileNotFoundError:  # no bundled models/ at all
+        shipped = False
+    if shipped:
+        return RUNS_DIR / command / Path(model_folder).name
+    return Path(model_folder) if command == "eval" else Path(model_folder) / command
 
 
 def open_data(args):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -15,7 +14,8 @@ from litenet.insight.confusion import confusion_matrix, per_class_accuracy, pred
 def add_arguments(parser) -> None:
     common.add_model_argument(parser)
     common.add_data_arguments(parser)
-    parser.add_argument("--out", help="folder for confusion.png and eval.json (default: the model folder)")
+    parser.add_argument("--out", help="folder for confusion.png and eval.json (default: the --model folder; "
+                                      "runs/eval/<name> for the shipped model)")
     parser.add_argument("--limit", type=int, help="evaluate the first N test images only")
 
 
@@ -37,7 +37,7 @@ def run(args) -> int:
     result.update(model=str(folder), seconds=round(time.perf_counter() - started, 2))
     m = np.array(result["confusion"])
     print(report_text(m, classes))
-    out = Path(args.out) if args.out else folder
+    out = common.output_folder(args.out, folder, "eval")
     out.mkdir(parents=True, exist_ok=True)
     drawn = render_confusion(out / "confusion.png", m, classes,
                              f"{folder.name}: {100 * result['accuracy']:.2f}% on {result['images']} test images")

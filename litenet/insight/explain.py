@@ -13,19 +13,26 @@ from litenet.insight.saliency import class_scores, load_image, render_explanatio
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("images", nargs="*", metavar="IMAGE", help="image files (any size and mode Pillow reads)")
+    parser.add_argument("images", nargs="*", metavar="IMAGE",
+                        help="image files (any size and mode Pillow reads), folders (their images) or glob patterns")
     common.add_model_argument(parser)
-    parser.add_argument("--out", default="explain", help="folder for the PNGs (default ./explain)")
+    parser.add_argument("--out", help="folder for the PNGs (default: the --model folder's explain/; "
+                                      "runs/explain/<name> for the shipped model)")
     parser.add_argument("--grid", type=int, metavar="N", help="also draw a sheet of the first N test images")
     common.add_data_arguments(parser)
 
 
 def explain_files(paths: list[str], out: Path, params, model, train, classes) -> list[str]:
-    """Write <out>/<stem>.saliency.png per readable image; return the error line of each failure."""
+    """Write <out>/<stem>.saliency.png per readable image among `paths` (files, folders of images or
+    glob patterns, expanded as litenet-infer does); return the error line of each failure."""
+    from litenet.runtime.images import expand_inputs
+
     errors, written = [], set()
-    for path in paths:
+    for path, problem in expand_inputs(paths):
         info: dict = {}
         try:
+            if problem is not None:
+                raise LiteNetError(f"{path}: {problem}")
             image = load_image(path, info)
         except LiteNetError as exc:
             errors.append(str(exc))
@@ -77,13 +84,13 @@ def _fmt(value: float, kind: str) -> str:
 def run(args) -> int:
     if not args.images and not args.grid:
         raise LiteNetError("give image files, --grid N, or both")
-    params, model, train, classes, _ = common.load_trained(args.model)
-    out = Path(args.out)
+    params, model, train, classes, folder = common.load_trained(args.model)
+    out = common.output_folder(args.out, folder, "explain")
     out.mkdir(parents=True, exist_ok=True)
     errors = explain_files(args.images, out, params, model, train, classes)
     if args.grid:
         explain_grid(args.grid, out, params, model, classes, args)
     if errors:
-        print(f"litenet explain: {len(errors)} of {len(args.images)} images failed", file=sys.stderr)
+        print(f"litenet explain: {len(errors)} of the inputs failed", file=sys.stderr)
         return 1
     return 0

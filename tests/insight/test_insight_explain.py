@@ -1,5 +1,7 @@
 """litenet explain: PNGs for good images, a grey image of odd size, one-line errors for bad files."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import HAND_MODEL, hand_image, hand_params
@@ -71,3 +73,34 @@ def test_explain_command(tmp_path, model_dir, dataset, capsys):
 def test_explain_needs_something_to_do(model_dir, capsys):
     assert main(["explain", "--model", str(model_dir)]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_explain_takes_folders_and_globs_as_litenet_infer_does(tmp_path, model_dir, dataset, capsys):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for i in range(2):
+        Image.fromarray(dataset.test.images[i]).save(photos / f"p{i}.png")
+    (photos / "notes.txt").write_text("not an image")
+    Image.fromarray(dataset.test.images[2]).save(tmp_path / "loose-2.png")
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "out"
+    code = main(["explain", str(photos), str(tmp_path / "loose-*.png"), str(tmp_path / "empty"),
+                 "--model", str(model_dir), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == ["loose-2.saliency.png", "p0.saliency.png", "p1.saliency.png"]
+    assert code == 1 and "empty: folder holds no image files" in captured.err  # as litenet-infer says it
+
+
+def test_explain_and_eval_write_beside_a_run_but_never_into_the_shipped_models(tmp_path, model_dir, dataset):
+    from litenet.insight import common
+    from litenet.resources import models_dir
+
+    Image.fromarray(dataset.test.images[0]).save(tmp_path / "a.png")
+    assert main(["explain", str(tmp_path / "a.png"), "--model", str(model_dir)]) == 0
+    assert (model_dir / "explain" / "a.saliency.png").is_file()  # the user's run folder
+    assert main(["eval", "--model", str(model_dir)]) == 0
+    assert (model_dir / "eval.json").is_file()
+    shipped = models_dir() / "litenet-base"
+    assert common.output_folder(None, shipped, "eval") == common.RUNS_DIR / "eval" / "litenet-base"
+    assert common.output_folder(None, shipped, "explain") == common.RUNS_DIR / "explain" / "litenet-base"
+    assert common.output_folder("somewhere", shipped, "eval") == Path("somewhere")  # asked for: allowed
