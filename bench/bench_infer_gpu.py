@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from litenet.runtime.cuda_backend import CudaInference  # noqa: E402
+from litenet.runtime.cuda_net import phases  # noqa: E402
 from litenet.runtime.model_files import ModelFiles  # noqa: E402
 from litenet.weights import load_model  # noqa: E402
 
@@ -128,7 +129,7 @@ def phase_latencies_us(folder, precision, image, repeats) -> list[float]:
     be.dev.upload(run.pixels, image.reshape(1, 3072))
     full = run.launches[0]
     out = []
-    for end in range(1, be.net.shape.phases + 1):
+    for end in range(1, phases(be.net.shape) + 1):
         launch = dataclasses.replace(full, args=full.args[:-2] + (np.int32(end), full.args[-1]))
         graph = be.dev.capture([launch])
         for _ in range(3):

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from litenet.data import open_cifar10  # noqa: E402
 from litenet.model import init_params, load_preset, override  # noqa: E402
 from litenet.train import network, schedule  # noqa: E402
-from litenet.train import reference as ref  # noqa: E402
+from litenet import ops  # noqa: E402
 from litenet.train.numpy_backend import NumpyBackend  # noqa: E402
 
 VARIANTS = [
@@ -43,14 +43,14 @@ VARIANTS = [
 def diagnose(params, model, images, labels, margin) -> dict:
     """What the trained network does on held-out images."""
     tape = network.forward(params, images, model)
-    z = tape.z
-    _, per_sample = ref.margin_loss_forward(z, labels, margin)
+    z, h0 = tape.z, tape.values["embed"]
+    y = tape.values[tape.ops[-1].inputs[0]]  # the head's input
+    _, per_sample = ops.margin_loss_forward(z, labels, margin)
     return {
         "accuracy": float(np.mean(z.argmax(1) == labels)),
         "logit_spread": float(np.mean(z.max(1) - z.min(1))),  # max − min logit of an image
-        "head_input_std": float(np.mean(tape.y.std(axis=0))),  # how much y varies between images
-        "embed_common": float(np.mean(np.abs(tape.blocks[0].x.mean(axis=0)))
-                              / np.mean(tape.blocks[0].x.std(axis=0))),  # |mean| / std of h0 over images
+        "head_input_std": float(np.mean(y.std(axis=0))),  # how much y varies between images
+        "embed_common": float(np.mean(np.abs(h0.mean(axis=0))) / np.mean(h0.std(axis=0))),  # |mean| / std of h0
         "active_hinges": float(np.mean(per_sample > 0)),
     }
 

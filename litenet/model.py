@@ -1,7 +1,9 @@
-"""The network's description: frozen configs, TOML presets, the flat parameter layout and seeded initialisation.
+"""The networks' settings: frozen configs per family, TOML presets, the flat parameter layout and seeded initialisation.
 
-Every backend (NumPy, CUDA), the exporter and the runtime read the architecture from here, so a
-parameter has one name, one shape and one place in the flat buffer everywhere.
+Every backend (NumPy, CUDA), the exporter and the runtime read the architecture from here and from
+its op list (litenet.graph), so a parameter has one name, one shape and one place in the flat
+buffer everywhere. Every setting is checked when a config is made: a value outside its range is
+refused in one line that names the field and the range (UsageError).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import json
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from litenet.errors import LiteNetError
+from litenet import graph
+from litenet.errors import LiteNetError, UsageError
 from litenet.resources import models_dir
 
 try:  # Python 3.11+
@@ -28,13 +31,17 @@ EMBED_MODES = ("channel-sum", "full")
 INIT_MODES = ("kaiming-uniform", "normal")
 LOSSES = ("margin", "cross-entropy")
 SCHEDULES = ("constant", "cosine")
-AUGMENTS = ("none", "flip")
+OPTIMIZERS = ("sgd", "adamw")
+DECAY = ("all", "weights")
+AUGMENTS = ("crop", "flip")  # combinable: "crop+flip"; "none" for neither
+PATCHES = (1, 2, 4, 8, 16, 32)  # the patch sides that tile a 32×32 image
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The architecture: embedding → `blocks` dual-path residual blocks → linear head."""
+    """The MLP family (litenet-seed, litenet-base): embedding → `blocks` dual-path residual blocks → linear head."""
 
+    family: ClassVar[str] = "mlp"
     embed: str = "channel-sum"  # seed: sum R+G+B per pixel, then 1024 → width; "full": 3072 → width
     input_shift: float = 0.0  # subtracted from the [0, 1] pixels inside the embedding (seed: none)
     width: int = 64  # d, the residual stream
@@ -47,14 +54,55 @@ class ModelConfig:
     def __post_init__(self):
         _check_choice("embed", self.embed, EMBED_MODES)
         _check_choice("embed_init", self.embed_init, INIT_MODES)
-        for name in ("width", "hidden", "blocks", "classes"):
-            if getattr(self, name) < 1:
-                raise LiteNetError(f"model setting {name} must be at least 1, got {getattr(self, name)}")
+        _check_shared_model_settings(self)
+        _check_range("hidden", self.hidden, low=1)
 
     @property
     def embed_inputs(self) -> int:
         """Rows of the embedding matrix: 1024 pixels (colours summed) or all 3072 values."""
         return 1024 if self.embed == "channel-sum" else 3072
+
+
+@dataclass(frozen=True)
+class MixerConfig:
+    """The token-mixing family (litenet-mixer): P×P patches → linear embedding → `blocks` of
+    [LayerNorm → MLP across the patches] and [LayerNorm → MLP across the channels], each with a
+    residual → LayerNorm → mean over the patches → linear head (litenet.graph.mixer_ops)."""
+
+    family: ClassVar[str] = "mixer"
+    patch: int = 4  # P: 32/P patches a side, T = (32/P)² in all
+    input_shift: float = 0.5  # centre the [0, 1] pixels, as litenet-base does
+    width: int = 128  # d, the channels of every patch's vector
+    token_hidden: int = 64  # the MLP across the patches: T → token_hidden → T
+    channel_hidden: int = 512  # the MLP across the channels: d → channel_hidden → d
+    blocks: int = 8
+    classes: int = 10
+    ln_eps: float = 1e-5
+
+    def __post_init__(self):
+        if self.patch not in PATCHES:
+            raise UsageError(f"patch must be one of {', '.join(map(str, PATCHES))} (a side that tiles 32); "
+                             f"got {self.patch!r}")
+        _check_shared_model_settings(self)
+        _check_range("token_hidden", self.token_hidden, low=1)
+        _check_range("channel_hidden", self.channel_hidden, low=1)
+
+    @property
+    def tokens(self) -> int:
+        """T, the number of patches."""
+        return (32 // self.patch) ** 2
+
+
+FAMILIES = {"mlp": ModelConfig, "mixer": MixerConfig}
+AnyModel = ModelConfig | MixerConfig
+
+
+def _check_shared_model_settings(model) -> None:
+    for name in ("width", "blocks", "classes"):
+        _check_range(name, getattr(model, name), low=1)
+    _check_range("classes", model.classes, low=2)
+    _check_range("ln_eps", model.ln_eps, low=0.0, low_open=True)
+    _check_range("input_shift", model.input_shift, low=-1.0, high=1.0)
 
 
 @dataclass(frozen=True)
@@ -64,33 +112,82 @@ class TrainConfig:
     epochs: int = 15
     batch_size: int = 64
     lr_base: float = 0.048  # the learning rate at batch 256; lr = lr_base × batch / 256
-    momentum: float = 0.9
-    weight_decay: float = 1e-4  # added to the gradient of every parameter
+    optimizer: str = "sgd"  # "sgd" (with momentum) or "adamw" (decoupled weight decay, bias-corrected moments)
+    momentum: float = 0.9  # SGD only
+    beta1: float = 0.9  # AdamW only: the first moment's decay
+    beta2: float = 0.999  # AdamW only: the second moment's decay
+    adam_eps: float = 1e-8  # AdamW only: added to √v̂
+    weight_decay: float = 1e-4  # SGD: added to the gradient; AdamW: w ← w − lr·wd·w, apart from the gradient
+    decay: str = "all"  # which tensors decay: "all", or "weights" (not biases nor LayerNorm's γ, β)
     warmup_steps: int = 100  # linear warm-up from lr/warmup_steps to lr
-    schedule: str = "constant"  # after warm-up: "constant" or "cosine" (to zero at the last step)
-    clip_threshold: float = 10.0  # the seed's rule: when ‖g‖ > clip_threshold ...
+    schedule: str = "constant"  # after warm-up: "constant" or "cosine" (to zero at the last step), per step
+    clip_threshold: float = 10.0  # the seed's rule: when ‖g‖ > clip_threshold ... (inf: never)
     clip_norm: float = 1.0  # ... rescale g to this norm
     loss: str = "margin"
     margin: float = 0.3
-    seed: int = 0  # initialisation and the shuffling of every epoch
-    augment: str = "none"  # "flip": mirror each training image left-right with probability ½ (opt-in)
+    label_smoothing: float = 0.0  # cross-entropy only: the target is (1 − ε) onehot + ε / classes
+    seed: int = 0  # initialisation, the shuffling and the augmentation of every epoch
+    augment: str = "none"  # "flip" (mirror left-right with probability ½), "crop" (a random 32×32
+    #                        crop of the image reflect-padded by crop_padding), "crop+flip", or "none"
+    crop_padding: int = 4
 
     def __post_init__(self):
         _check_choice("loss", self.loss, LOSSES)
         _check_choice("schedule", self.schedule, SCHEDULES)
-        _check_choice("augment", self.augment, AUGMENTS)
-        if self.batch_size < 1 or self.epochs < 0:
-            raise LiteNetError("batch_size must be ≥ 1 and epochs ≥ 0")
+        _check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        _check_choice("decay", self.decay, DECAY)
+        augment_parts(self.augment)
+        _check_range("epochs", self.epochs, low=1)
+        _check_range("batch_size", self.batch_size, low=1)
+        _check_range("lr_base", self.lr_base, low=0.0, low_open=True)
+        for name in ("momentum", "beta1", "beta2", "label_smoothing"):
+            _check_range(name, getattr(self, name), low=0.0, high=1.0, high_open=True)
+        _check_range("adam_eps", self.adam_eps, low=0.0, low_open=True)
+        _check_range("weight_decay", self.weight_decay, low=0.0)
+        _check_range("warmup_steps", self.warmup_steps, low=0)
+        _check_range("clip_threshold", self.clip_threshold, low=0.0, low_open=True, finite=False)
+        _check_range("clip_norm", self.clip_norm, low=0.0, low_open=True)
+        _check_range("margin", self.margin, low=0.0)
+        _check_range("seed", self.seed, low=0)
+        _check_range("crop_padding", self.crop_padding, low=0, high=16)
+        if self.label_smoothing and self.loss != "cross-entropy":
+            raise UsageError(f"label_smoothing applies to the cross-entropy loss; loss is {self.loss!r}")
 
     @property
     def lr(self) -> float:
         """The peak learning rate after the linear scaling rule."""
         return self.lr_base * self.batch_size / 256
 
+    @property
+    def augmentations(self) -> tuple[str, ...]:
+        """The augmentations switched on, e.g. ("crop", "flip")."""
+        return augment_parts(self.augment)
+
+
+def augment_parts(augment: str) -> tuple[str, ...]:
+    """"crop+flip" → ("crop", "flip"); "none" → (); refuses anything else in one line."""
+    parts = () if augment == "none" else tuple(augment.split("+"))
+    if any(p not in AUGMENTS for p in parts) or len(set(parts)) != len(parts):
+        raise UsageError(f"augment must be none or a +-joined choice of {', '.join(AUGMENTS)} "
+                         f"(e.g. crop+flip); got {augment!r}")
+    return parts
+
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise LiteNetError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise UsageError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _check_range(name: str, value, low=None, high=None, low_open: bool = False, high_open: bool = False,
+                 finite: bool = True) -> None:
+    """Refuse a setting outside [low, high] (open ends where asked) in one line naming the range."""
+    bad = (low is not None and (value < low or (low_open and value == low))) or \
+          (high is not None and (value > high or (high_open and value == high))) or \
+          (finite and isinstance(value, float) and not math.isfinite(value)) or value != value
+    if bad:
+        lo = "" if low is None else f"{'>' if low_open else '≥'} {low}"
+        hi = "" if high is None else f"{'<' if high_open else '≤'} {high}"
+        raise UsageError(f"{name} must be {' and '.join(x for x in (lo, hi) if x)}; got {value!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,7 +199,7 @@ class Preset:
     """A named pair of model and training settings, as read from `models/<name>.toml`."""
 
     name: str
-    model: ModelConfig
+    model: AnyModel
     train: TrainConfig
     description: str = ""
 
@@ -127,9 +224,30 @@ def load_preset(name_or_path: str) -> Preset:
     return Preset(
         name=doc.get("name", path.stem),
         description=doc.get("description", ""),
-        model=config_from_dict(ModelConfig, doc.get("model", {}), source=str(path)),
+        model=model_from_dict(doc.get("model", {}), source=str(path)),
         train=config_from_dict(TrainConfig, doc.get("train", {}), source=str(path)),
     )
+
+
+def model_to_dict(model: AnyModel) -> dict[str, Any]:
+    """A model config as JSON-ready values; the family is named for every family but the MLP, so
+    an MLP's description reads as it always has (config.json, scales and plan files)."""
+    values = dataclasses.asdict(model)
+    return values if model.family == "mlp" else {"family": model.family, **values}
+
+
+def model_from_dict(values: dict[str, Any], source: str = "settings") -> AnyModel:
+    """The inverse of model_to_dict (also a preset's [model] table): `family` picks the config class."""
+    values = dict(values)
+    family = values.pop("family", "mlp")
+    if family not in FAMILIES:
+        raise LiteNetError(f"{source}: family must be one of {', '.join(FAMILIES)}; got {family!r}")
+    return config_from_dict(FAMILIES[family], values, source)
+
+
+def model_setting_names() -> list[str]:
+    """Every model setting of every family, for the command line's flags."""
+    return list(dict.fromkeys(f.name for cls in FAMILIES.values() for f in fields(cls)))
 
 
 def config_from_dict(cls, values: dict[str, Any], source: str = "settings"):
@@ -148,6 +266,17 @@ def override(config, values: dict[str, Any], source: str = "command line"):
     return dataclasses.replace(config, **{k: _coerce(k, v, type(getattr(config, k)), source) for k, v in mine.items()})
 
 
+def override_preset(preset: Preset, values: dict[str, Any], source: str = "command line") -> tuple[AnyModel, TrainConfig]:
+    """The preset's model and train configs with `values` replacing their fields; a model setting
+    that only another family has (--patch on an MLP preset) is refused, not ignored."""
+    own = {f.name for f in fields(preset.model)} | {f.name for f in fields(preset.train)}
+    foreign = sorted(k for k in values if k not in own and k in model_setting_names())
+    if foreign:
+        raise UsageError(f"{', '.join(foreign)} is not a setting of the {preset.model.family} family "
+                         f"(preset {preset.name})")
+    return override(preset.model, values, source), override(preset.train, values, source)
+
+
 def _coerce(name: str, value: Any, kind: type, source: str):
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -161,14 +290,14 @@ def _coerce(name: str, value: Any, kind: type, source: str):
     return value
 
 
-def configs_to_json(model: ModelConfig, train: TrainConfig, preset: str, **extra) -> str:
+def configs_to_json(model: AnyModel, train: TrainConfig, preset: str, **extra) -> str:
     """The `config.json` written beside every weights file."""
-    doc = {"format": "litenet-config/1", "preset": preset, "model": dataclasses.asdict(model),
+    doc = {"format": "litenet-config/1", "preset": preset, "model": model_to_dict(model),
            "train": dataclasses.asdict(train), **extra}
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"
 
 
-def configs_from_json(text: str, source: str = "config.json") -> tuple[ModelConfig, TrainConfig, dict]:
+def configs_from_json(text: str, source: str = "config.json") -> tuple[AnyModel, TrainConfig, dict]:
     """Parse a `config.json`; returns the two configs and the whole document."""
     try:
         doc = json.loads(text)
@@ -176,7 +305,7 @@ def configs_from_json(text: str, source: str = "config.json") -> tuple[ModelConf
         raise LiteNetError(f"{source}: not valid JSON ({exc.msg}); re-run training or restore the file") from None
     if not isinstance(doc, dict) or doc.get("format") != "litenet-config/1":
         raise LiteNetError(f"{source}: not a LiteNet config (expected format litenet-config/1)")
-    model = config_from_dict(ModelConfig, doc.get("model", {}), source)
+    model = model_from_dict(doc.get("model", {}), source)
     train = config_from_dict(TrainConfig, doc.get("train", {}), source)
     return model, train, doc
 
@@ -200,42 +329,31 @@ class ParamSpec:
 
 
 @functools.lru_cache(maxsize=64)
-def param_layout(model: ModelConfig) -> tuple[ParamSpec, ...]:
-    """Every parameter in buffer order. Weights are stored (in, out): the forward is x @ W.
+def param_layout(model: AnyModel) -> tuple[ParamSpec, ...]:
+    """Every parameter in buffer order: the op list's parameters (litenet.graph), op by op.
+    Weights are stored (in, out): the forward is x @ W.
 
     Cached: the layout is read several times per training step.
     """
     specs: list[ParamSpec] = []
-
-    def add(name, shape, fan_in, kind):
-        offset = specs[-1].offset + specs[-1].size if specs else 0
-        specs.append(ParamSpec(name, tuple(shape), offset, fan_in, kind))
-
-    d, h = model.width, model.hidden
-    add("embed.weight", (model.embed_inputs, d), model.embed_inputs, "weight")
-    for i in range(model.blocks):
-        add(f"blocks.{i}.fc1.weight", (d, h), d, "weight")
-        add(f"blocks.{i}.fc1.bias", (h,), d, "bias")
-        add(f"blocks.{i}.fc2.weight", (h, d), h, "weight")
-        add(f"blocks.{i}.fc2.bias", (d,), h, "bias")
-        add(f"blocks.{i}.ln.gamma", (d,), 0, "gamma")
-        add(f"blocks.{i}.ln.beta", (d,), 0, "beta")
-    add("head.weight", (d, model.classes), d, "weight")
-    add("head.bias", (model.classes,), d, "bias")
+    for op in graph.ops_of(model):
+        for p in op.params:
+            offset = specs[-1].offset + specs[-1].size if specs else 0
+            specs.append(ParamSpec(p.name, p.shape, offset, p.fan_in, p.kind))
     return tuple(specs)
 
 
-def param_count(model: ModelConfig) -> int:
+def param_count(model: AnyModel) -> int:
     last = param_layout(model)[-1]
     return last.offset + last.size
 
 
-def param_views(flat, model: ModelConfig) -> dict[str, Any]:
+def param_views(flat, model: AnyModel) -> dict[str, Any]:
     """Named views into a flat parameter (or gradient) buffer; works for NumPy and CuPy arrays."""
     return {p.name: flat[p.offset:p.offset + p.size].reshape(p.shape) for p in param_layout(model)}
 
 
-def init_params(model: ModelConfig, seed: int, dtype=np.float32) -> np.ndarray:
+def init_params(model: AnyModel, seed: int, dtype=np.float32) -> np.ndarray:
     """Seeded initialisation shared by every backend (SPEC.md).
 
     Weights and biases: kaiming-uniform with a = √5, i.e. U(±1/√fan_in) (the gain √(2/(1+a²)) =
@@ -250,7 +368,7 @@ def init_params(model: ModelConfig, seed: int, dtype=np.float32) -> np.ndarray:
             views[p.name][...] = 1.0
         elif p.kind == "beta":
             views[p.name][...] = 0.0
-        elif p.name == "embed.weight" and model.embed_init == "normal":
+        elif p.name == "embed.weight" and getattr(model, "embed_init", None) == "normal":
             views[p.name][...] = rng.standard_normal(p.shape)
         else:
             bound = 1.0 / np.sqrt(p.fan_in)

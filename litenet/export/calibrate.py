@@ -2,7 +2,7 @@
 
 Every MatMul input (litenet.export.onnx_graph.matmul_inputs) is quantized per tensor and
 symmetrically, so a calibration only has to choose one number per tensor, amax, and the scale is
-amax / 127. The histograms come from the NumPy reference forward (litenet.train.network) on
+amax / 127. The histograms come from the one NumPy forward (litenet.forward, the op list) on
 training images, so what is measured is exactly what the model computes.
 
   minmax      amax = max |x|: nothing clips, but one outlier stretches every step.
@@ -19,9 +19,9 @@ import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.export.onnx_graph import matmul_inputs
-from litenet.model import ModelConfig
-from litenet.train import network
-from litenet.train.reference import embed_inputs
+from litenet import forward
+from litenet.graph import ops_of
+from litenet.model import AnyModel, param_views
 
 METHODS = ("minmax", "percentile", "entropy")
 DEFAULT_PERCENTILE = 99.99
@@ -43,18 +43,20 @@ class Histogram:
         return self.amax / len(self.counts)
 
 
-def activations(params: np.ndarray, model: ModelConfig, images: np.ndarray) -> dict[str, np.ndarray]:
-    """The float32 input of every MatMul for a batch of uint8 images, by tensor name."""
-    tape = network.forward(params, images, model)
-    acts = {"embed.input": embed_inputs(tape.x, model.embed, model.input_shift)}
-    for i, block in enumerate(tape.blocks):
-        acts[f"blocks.{i}.fc1.input"] = block.x
-        acts[f"blocks.{i}.fc2.input"] = block.a
-    acts["head.input"] = tape.y
+def activations(params: np.ndarray, model: AnyModel, images: np.ndarray) -> dict[str, np.ndarray]:
+    """The float32 input of every MatMul for a batch of uint8 images, by tensor name ("<op>.input")."""
+    views = param_views(np.asarray(params, np.float32), model)
+    product, acts = forward.float_product(views), {}
+
+    def recording(op, x):
+        acts[f"{op.name}.input"] = x
+        return product(op, x)
+
+    forward.run(ops_of(model), views, images, product=recording)
     return acts
 
 
-def collect_histograms(params: np.ndarray, model: ModelConfig, images: np.ndarray,
+def collect_histograms(params: np.ndarray, model: AnyModel, images: np.ndarray,
                        batch_size: int = 512) -> dict[str, Histogram]:
     """Two passes over the images: the first finds each tensor's max |x|, the second bins |x| under it."""
     names = [a for a, _ in matmul_inputs(model)]

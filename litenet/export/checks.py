@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from litenet.model import ModelConfig
+from litenet.model import AnyModel
 from litenet.train import network
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -21,7 +21,7 @@ def fp32_tolerance(z32: np.ndarray, z64: np.ndarray) -> float:
     return max(4.0 * float(np.abs(z32 - z64).max()), 8.0 * EPS32 * float(np.abs(z64).max()))
 
 
-def fp32_agreement(onnx_logits: np.ndarray, params: np.ndarray, model: ModelConfig, images: np.ndarray) -> dict:
+def fp32_agreement(onnx_logits: np.ndarray, params: np.ndarray, model: AnyModel, images: np.ndarray) -> dict:
     """Compare ONNX Runtime's fp32 logits with the NumPy forward (litenet.train.network) on the same images."""
     z32 = network.forward(np.asarray(params, np.float32), images, model).z
     z64 = network.forward(np.asarray(params, np.float64), images, model).z

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -10,11 +9,12 @@ import numpy as np
 
 from litenet.export.qdq import Int8Weights
 from litenet.export.scales import Scales
-from litenet.model import ModelConfig, param_views
+from litenet.graph import ops_of
+from litenet.model import AnyModel, model_to_dict, param_views
 from litenet.runtime.int8_plan import ACT_MAX, ACT_MIN, PLAN_FORMAT
 
 
-def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales,
+def plan_tensors(params: np.ndarray, model: AnyModel, scales: Scales,
                  weights: Int8Weights | None = None) -> dict[str, np.ndarray]:
     """Every tensor of the plan, by name; `weights` (W_q, s_w, biases) default: Int8Weights.nearest.
 
@@ -31,13 +31,14 @@ def plan_tensors(params: np.ndarray, model: ModelConfig, scales: Scales,
         tensors[f"{layer}.input_scale"] = np.array([scales.activation[f"{layer}.input"]], np.float32)
         if layer in weights.biases:
             tensors[f"{layer}.bias"] = np.array(weights.biases[layer], np.float32)
-    for i in range(model.blocks):
-        for name in ("gamma", "beta"):
-            tensors[f"blocks.{i}.ln.{name}"] = np.ascontiguousarray(p[f"blocks.{i}.ln.{name}"])
+    for op in ops_of(model):  # what stays float besides the biases: LayerNorm's γ and β
+        if op.kind == "layernorm":
+            for kind in ("gamma", "beta"):
+                tensors[op.param(kind)] = np.ascontiguousarray(p[op.param(kind)])
     return tensors
 
 
-def plan_metadata(model: ModelConfig, scales: Scales, preset: str, classes: list[str],
+def plan_metadata(model: AnyModel, scales: Scales, preset: str, classes: list[str],
                   weights: Int8Weights, **extra) -> dict[str, str]:
     """The plan's string metadata: format, architecture, class names and the arithmetic contract
     (plus, for people, how W_q was rounded and whether the biases were corrected)."""
@@ -45,7 +46,7 @@ def plan_metadata(model: ModelConfig, scales: Scales, preset: str, classes: list
     return {
         "format": PLAN_FORMAT,
         "preset": preset,
-        "model": json.dumps(dataclasses.asdict(model)),
+        "model": json.dumps(model_to_dict(model)),
         "classes": json.dumps(list(classes)),
         "weight_layout": "out,in (row-major, int8, symmetric per output channel)",
         "activation_quantization": f"per tensor, symmetric, zero point 0, round half to even, "

@@ -1,4 +1,4 @@
-"""LiteNet's forward written out as an ONNX graph with onnx.helper, one node per reference operation.
+"""LiteNet's op list (litenet.graph) lowered to an ONNX graph with onnx.helper, a few nodes per op.
 
 The fp32 and the int8 (QDQ) models share this builder; they differ only in what stands in front of
 each MatMul, which a `Linear` strategy decides (plain float weights here, Q/DQ pairs in qdq.py).
@@ -14,8 +14,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from litenet.model import ModelConfig, param_views
-from litenet.train.reference import GELU_C, GELU_K
+from litenet import graph
+from litenet.graph import Op, patch_grid
+from litenet.model import AnyModel, param_views
+from litenet.ops import GELU_C, GELU_K
 
 # Opset 13 is the first with per-axis QuantizeLinear/DequantizeLinear (needed for per-channel
 # weights) and lies inside both TensorRT 8.6's (7–17) and ONNX Runtime 1.14's (≤ 18) ranges.
@@ -27,13 +29,9 @@ OUTPUT_NAME = "logits"
 PRODUCER = "litenet.export"
 
 
-def matmul_inputs(model: ModelConfig) -> list[tuple[str, str]]:
+def matmul_inputs(model: AnyModel) -> list[tuple[str, str]]:
     """(activation name, weight name) of every MatMul, in graph order: the tensors int8 quantizes."""
-    pairs = [("embed.input", "embed.weight")]
-    for i in range(model.blocks):
-        pairs += [(f"blocks.{i}.fc1.input", f"blocks.{i}.fc1.weight"),
-                  (f"blocks.{i}.fc2.input", f"blocks.{i}.fc2.weight")]
-    return pairs + [("head.input", "head.weight")]
+    return [(f"{op.name}.input", op.param("weight")) for op in graph.products(model)]
 
 
 class GraphBuilder:
@@ -93,31 +91,78 @@ def layernorm(g: GraphBuilder, s: str, gamma: np.ndarray, beta: np.ndarray, eps:
     return g.op("Add", [scaled, g.const(f"{prefix}.beta", beta)], f"{prefix}.out")
 
 
-def embed_rows(g: GraphBuilder, model: ModelConfig) -> str:
-    """(N, 32, 32, 3) pixels in [0, 1] → the rows the embedding multiplies, shift and colour sum included."""
+def embed_rows(g: GraphBuilder, op: Op) -> str:
+    """(N, 32, 32, 3) pixels in [0, 1] → the rows the MLP embedding multiplies, shift and colour sum included."""
     flat = g.op("Reshape", [INPUT_NAME, g.const("embed.flat_shape", [-1, 3072], np.int64)], "embed.flat")
-    if model.input_shift:
-        flat = g.op("Sub", [flat, g.const("embed.shift", model.input_shift)], "embed.shifted")
-    if model.embed == "full":
+    if op.attrs["input_shift"]:
+        flat = g.op("Sub", [flat, g.const("embed.shift", op.attrs["input_shift"])], "embed.shifted")
+    if op.attrs["embed"] == "full":
         return flat
     pixels = g.op("Reshape", [flat, g.const("embed.pixel_shape", [-1, 1024, 3], np.int64)], "embed.pixels")
     # ReduceSum takes its axes as an input from opset 13 on.
     return g.op("ReduceSum", [pixels, g.const("embed.sum_axes", [2], np.int64)], "embed.colour_sum", keepdims=0)
 
 
-def build_graph(params: np.ndarray, model: ModelConfig, linear, name: str = "litenet") -> onnx.GraphProto:
-    """The whole network as a graph: input `images` (N, 32, 32, 3) float32 in [0, 1] → `logits` (N, classes)."""
+def patches(g: GraphBuilder, op: Op) -> str:
+    """(N, 32, 32, 3) → (N, T, P·P·3) patches, each row-major and colour-minor as litenet.ops.patchify."""
+    size, grid = op.attrs["patch"], patch_grid(op.attrs["patch"])
+    tiles = g.op("Reshape", [INPUT_NAME, g.const(f"{op.name}.tile_shape", [-1, grid, size, grid, size, 3], np.int64)],
+                 f"{op.name}.tiles")
+    order = g.op("Transpose", [tiles], f"{op.name}.order", perm=[0, 1, 3, 2, 4, 5])
+    flat = g.op("Reshape", [order, g.const(f"{op.name}.shape", [-1, grid * grid, size * size * 3], np.int64)],
+                f"{op.name}.flat")
+    if not op.attrs["input_shift"]:
+        return flat
+    return g.op("Sub", [flat, g.const(f"{op.name}.shift", op.attrs["input_shift"])], f"{op.name}.shifted")
+
+
+def build_graph(params: np.ndarray, model: AnyModel, linear, name: str = "litenet") -> onnx.GraphProto:
+    """The whole network as a graph: input `images` (N, 32, 32, 3) float32 in [0, 1] → `logits` (N, classes).
+
+    Walks the op list (litenet.graph). The Mixer's patch tensors are (N, T, d) here, the layout a
+    MatMul with the weight second wants for the channel products; a product over the patches
+    (token_linear) runs on the transposed (N, d, T) tensor, so each MLP across the patches costs
+    two Transposes, one in and one out, and GELU between its two products runs on the transposed
+    tensor as it comes.
+    """
     p = param_views(np.asarray(params, np.float32), model)
     g = GraphBuilder()
-    h = linear.linear(g, embed_rows(g, model), "embed.input", "embed", p["embed.weight"], None)
-    for i in range(model.blocks):
-        pre = f"blocks.{i}"
-        u = linear.linear(g, h, f"{pre}.fc1.input", f"{pre}.fc1", p[f"{pre}.fc1.weight"], p[f"{pre}.fc1.bias"])
-        a = gelu(g, u, f"{pre}.gelu")
-        v = linear.linear(g, a, f"{pre}.fc2.input", f"{pre}.fc2", p[f"{pre}.fc2.weight"], p[f"{pre}.fc2.bias"])
-        s = g.op("Add", [h, v], f"{pre}.residual")  # the identity side path joins the main path
-        h = layernorm(g, s, p[f"{pre}.ln.gamma"], p[f"{pre}.ln.beta"], model.ln_eps, f"{pre}.ln")
-    linear.linear(g, h, "head.input", "head", p["head.weight"], p["head.bias"], out=OUTPUT_NAME)
+    graph_ops = graph.ops_of(model)
+    tensor = {graph.IMAGES: INPUT_NAME}  # op name → the ONNX tensor holding its output
+    transposed: set[str] = set()  # op names whose ONNX tensor is (N, d, T) rather than (N, T, d)
+
+    def read(name: str, want_transposed: bool = False) -> str:
+        if (name in transposed) == want_transposed:
+            return tensor[name]
+        return g.op("Transpose", [tensor[name]], f"{name}.{'to_tokens_last' if want_transposed else 'back'}",
+                    perm=[0, 2, 1])
+
+    for op in graph_ops:
+        last = op is graph_ops[-1]
+        if op.kind == "pixel_rows":
+            out = embed_rows(g, op)
+        elif op.kind == "patches":
+            out = patches(g, op)
+        elif op.kind in graph.PRODUCTS:
+            token = op.kind == "token_linear"
+            bias = p[op.param("bias")] if op.param("bias") else None
+            out = linear.linear(g, read(op.inputs[0], token), f"{op.name}.input", op.name, p[op.param("weight")],
+                                bias, out=OUTPUT_NAME if last else None)
+            if token:
+                transposed.add(op.name)
+        elif op.kind == "gelu":
+            out = gelu(g, tensor[op.inputs[0]], op.name)  # elementwise: keeps its input's layout
+            if op.inputs[0] in transposed:
+                transposed.add(op.name)
+        elif op.kind == "residual":
+            out = g.op("Add", [read(op.inputs[0]), read(op.inputs[1])], op.name)
+        elif op.kind == "layernorm":
+            out = layernorm(g, read(op.inputs[0]), p[op.param("gamma")], p[op.param("beta")], op.attrs["eps"], op.name)
+        elif op.kind == "mean_tokens":
+            out = g.op("ReduceMean", [read(op.inputs[0])], op.name, axes=[1], keepdims=0)
+        else:
+            raise ValueError(f"no ONNX lowering for op kind {op.kind!r}")
+        tensor[op.name] = out
     images = helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", 32, 32, 3])
     logits = helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", model.classes])
     return helper.make_graph(g.nodes, name, [images], [logits], g.initializers)

@@ -29,7 +29,7 @@ import onnx
 
 from litenet.export import onnx_graph as og
 from litenet.export.scales import Scales
-from litenet.model import ModelConfig, param_views
+from litenet.model import AnyModel, param_views
 from litenet.runtime.int8_plan import WEIGHT_MAX, quantize
 
 
@@ -76,7 +76,7 @@ class Int8Weights:
     bias_correction: str = "none"
 
     @classmethod
-    def nearest(cls, params: np.ndarray, model: ModelConfig, weight_max: int = WEIGHT_MAX) -> "Int8Weights":
+    def nearest(cls, params: np.ndarray, model: AnyModel, weight_max: int = WEIGHT_MAX) -> "Int8Weights":
         """Round to nearest at each column's clip point, biases as trained: needs no data."""
         p = param_views(np.asarray(params, np.float32), model)
         layers = [w.removesuffix(".weight") for _, w in og.matmul_inputs(model)]
@@ -116,7 +116,7 @@ class QdqLinear:
         return g.op("Sum", [y, g.const(f"{layer}.bias", self.weights.biases[layer])], out or f"{layer}.out")
 
 
-def build_qdq(params: np.ndarray, model: ModelConfig, scales: Scales, metadata: dict[str, object],
+def build_qdq(params: np.ndarray, model: AnyModel, scales: Scales, metadata: dict[str, object],
               weights: Int8Weights | None = None) -> onnx.ModelProto:
     """The int8 QDQ model (same input and output as the fp32 one); `weights` default: Int8Weights.nearest."""
     weights = weights or Int8Weights.nearest(params, model)

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from litenet import forward, ops
 from litenet.export.calibrate import activations
 from litenet.export.int8_plan import plan_metadata, plan_tensors
-from litenet.export.onnx_graph import matmul_inputs
 from litenet.export.qdq import Int8Weights
 from litenet.export.scales import Scales
-from litenet.model import ModelConfig, param_views
+from litenet.graph import IMAGES, PRODUCTS, Op, consumers, ops_of, products
+from litenet.model import AnyModel, param_views
 from litenet.runtime import int8_plan as plan_rt
-from litenet.train import network
 
 ROUNDINGS = ("gptq", "nearest")
 GPTQ_DAMP = 0.01  # λ = 1 % of mean(diag H) added to H's diagonal, GPTQ's default: keeps H⁻¹ well-conditioned
@@ -41,14 +41,20 @@ GPTQ_BLOCK = 128  # columns per lazy update; only speed, the result equals the u
 BATCH = 512
 
 
-def input_grams(params: np.ndarray, model: ModelConfig, images: np.ndarray) -> dict[str, np.ndarray]:
+def contraction_rows(op: Op, x: np.ndarray) -> np.ndarray:
+    """A product's input as (samples, K) rows, K the axis the product sums over: the last axis for a
+    linear op, the patches for a token_linear op (every image and channel is then one sample)."""
+    return x.reshape(-1, x.shape[-1]) if op.kind == "linear" else x.reshape(x.shape[0], -1).T
+
+
+def input_grams(params: np.ndarray, model: AnyModel, images: np.ndarray) -> dict[str, np.ndarray]:
     """H = XᵀX (float64, K × K) of every MatMul's fp32 input over the calibration images, by layer."""
     grams: dict[str, np.ndarray] = {}
     for i in range(0, len(images), BATCH):
-        for name, x in activations(params, model, images[i:i + BATCH]).items():
-            x = x.astype(np.float64)
-            layer = name.removesuffix(".input")
-            grams[layer] = grams.get(layer, 0) + x.T @ x
+        acts = activations(params, model, images[i:i + BATCH])
+        for op in products(model):
+            x = contraction_rows(op, acts[f"{op.name}.input"]).astype(np.float64)
+            grams[op.name] = grams.get(op.name, 0) + x.T @ x
     return grams
 
 
@@ -82,7 +88,7 @@ def gptq_round(weight: np.ndarray, gram: np.ndarray, scale: np.ndarray, weight_m
     return q
 
 
-def gptq_weights(params: np.ndarray, model: ModelConfig, images: np.ndarray, weight_max: int) -> Int8Weights:
+def gptq_weights(params: np.ndarray, model: AnyModel, images: np.ndarray, weight_max: int) -> Int8Weights:
     """Every MatMul's W_q rounded by GPTQ on `images` (s_w: the clip points), biases as trained."""
     params = np.asarray(params, np.float32)
     p = param_views(params, model)
@@ -93,53 +99,77 @@ def gptq_weights(params: np.ndarray, model: ModelConfig, images: np.ndarray, wei
     return Int8Weights(chosen, nearest.biases, weight_max, rounding="gptq")
 
 
-def _fp32_targets(params, model: ModelConfig, images: np.ndarray) -> dict[str, np.ndarray]:
-    """What each corrected layer's output should be on average: fc1 → u, fc2 → the residual sum h + v, head → logits."""
-    p = param_views(params, model)
-    tape = network.forward(params, images, model)
-    out = {"head": tape.z}
-    for i, b in enumerate(tape.blocks):
-        out[f"blocks.{i}.fc1"] = b.u
-        out[f"blocks.{i}.fc2"] = b.x + (b.a @ p[f"blocks.{i}.fc2.weight"] + p[f"blocks.{i}.fc2.bias"])
-    return out
+def correction_points(model: AnyModel) -> dict[str, str]:
+    """Product with a bias → the tensor whose mean error its bias correction removes: its own output,
+    or the residual sum when that is its only reader (what the next layer reads is the sum, so the
+    error the residual stream carried in is folded in too: fc1 → u, fc2 → h + v, head → logits)."""
+    readers = consumers(ops_of(model))
+    points = {}
+    for op in products(model):
+        if op.param("bias"):
+            after = readers.get(op.name, [])
+            points[op.name] = after[0].name if len(after) == 1 and after[0].kind == "residual" else op.name
+    return points
 
 
-def _int8_output(plan: plan_rt.Plan, images: np.ndarray, layer: str) -> np.ndarray:
-    """The plan executor's value at `layer` (same points as _fp32_targets), running only as far as needed."""
-    t = plan.tensors
-    h = plan.linear(plan_rt.embed_rows(images, plan.embed, plan.input_shift), "embed")
-    for b in range(plan.blocks):
-        u = plan.linear(h, f"blocks.{b}.fc1")
-        if layer == f"blocks.{b}.fc1":
-            return u
-        s = h + plan.linear(plan_rt.gelu(u), f"blocks.{b}.fc2")
-        if layer == f"blocks.{b}.fc2":
-            return s
-        h = plan_rt.layernorm(s, t[f"blocks.{b}.ln.gamma"], t[f"blocks.{b}.ln.beta"], plan.ln_eps)
-    return plan.linear(h, "head")
+def _bias_sum(op: Op, diff: np.ndarray) -> np.ndarray:
+    """Σ of an error over everything but the bias's own axis (the last for linear, the patches for token_linear)."""
+    if op.kind == "linear":
+        return diff.reshape(-1, diff.shape[-1]).sum(axis=0, dtype=np.float64)
+    return diff.reshape(diff.shape[0], -1).sum(axis=1, dtype=np.float64)
 
 
-def correct_biases(params: np.ndarray, model: ModelConfig, scales: Scales, weights: Int8Weights,
+def correct_biases(params: np.ndarray, model: AnyModel, scales: Scales, weights: Int8Weights,
                    images: np.ndarray) -> dict[str, np.ndarray]:
-    """Corrected float32 biases: layer by layer in graph order, bias += mean(fp32 − int8) at its output.
+    """Corrected float32 biases: layer by layer in graph order, bias += mean(fp32 − int8) at its
+    correction point, so each correction sees the int8 inputs the earlier corrections produce.
 
-    In order, so each correction sees the int8 inputs the earlier corrections produce.
+    The fp32 network and the int8 plan walk the op list side by side, one op at a time over every
+    calibration batch, keeping only the tensors still to be read: each op runs once per network
+    (plus once more for a corrected product), whatever the depth.
     """
     params = np.asarray(params, np.float32)
     tensors = plan_tensors(params, model, scales, weights)
     plan = plan_rt.plan_from_tensors(tensors, plan_metadata(model, scales, "bias-correction", [], weights))
-    layers = [w.removesuffix(".weight") for _, w in matmul_inputs(model)]
+    graph_ops, views = ops_of(model), param_views(params, model)
+    points = correction_points(model)
+    awaiting = {point: layer for layer, point in points.items()}  # correction point → its product
+    by_name = {op.name: op for op in graph_ops}
     batches = [images[i:i + BATCH] for i in range(0, len(images), BATCH)]
-    targets = [_fp32_targets(params, model, batch) for batch in batches]  # small: (N, H), (N, d), (N, C) per block
-    for layer in (name for name in layers if f"{name}.bias" in tensors):
-        total = np.zeros(tensors[f"{layer}.bias"].shape, np.float64)
-        for batch, target in zip(batches, targets):
-            total += (target[layer] - _int8_output(plan, batch, layer)).sum(axis=0, dtype=np.float64)
-        tensors[f"{layer}.bias"] = (tensors[f"{layer}.bias"] + total / len(images)).astype(np.float32)
-    return {layer: tensors[f"{layer}.bias"] for layer in layers if f"{layer}.bias" in tensors}
+    fp32 = [{IMAGES: ops.pixels_to_float(b, np.float32)} for b in batches]
+    int8 = [dict(values) for values in fp32]
+    last_read = {name: i for i, op in enumerate(graph_ops) for name in op.inputs}
+    position = {op.name: i for i, op in enumerate(graph_ops)}
+    for layer, point in points.items():  # a product corrected at a later sum is run again there
+        last_read[by_name[layer].inputs[0]] = max(last_read[by_name[layer].inputs[0]], position[point])
+    float_product = forward.float_product(views)
+
+    def step(op: Op, values: dict, product) -> np.ndarray:
+        inputs = [values[name] for name in op.inputs]
+        return product(op, inputs[0]) if op.kind in PRODUCTS else forward.STEPS[op.kind](op, inputs, tensors, False)[0]
+
+    for i, op in enumerate(graph_ops):
+        for f, q in zip(fp32, int8):
+            f[op.name] = step(op, f, float_product)
+            q[op.name] = step(op, q, plan.product)
+        if op.name in awaiting:
+            layer = by_name[awaiting[op.name]]
+            total = np.zeros(tensors[layer.param("bias")].shape, np.float64)
+            for f, q in zip(fp32, int8):
+                total += _bias_sum(layer, f[op.name] - q[op.name])
+            tensors[layer.param("bias")] = (tensors[layer.param("bias")] + total / len(images)).astype(np.float32)
+            for q in int8:  # the int8 network from here on runs with the corrected bias
+                q[layer.name] = step(layer, q, plan.product)
+                if op is not layer:
+                    q[op.name] = step(op, q, plan.product)
+        for values in fp32 + int8:
+            for name in op.inputs:
+                if last_read.get(name) == i:
+                    values.pop(name, None)
+    return {layer: tensors[f"{layer}.bias"] for layer in points}
 
 
-def int8_weights(params: np.ndarray, model: ModelConfig, scales: Scales, images: np.ndarray,
+def int8_weights(params: np.ndarray, model: AnyModel, scales: Scales, images: np.ndarray,
                  weight_max: int, rounding: str = "gptq", bias_correction: bool = True) -> Int8Weights:
     """W_q, s_w and the float bias of every MatMul, chosen on the calibration `images`."""
     params = np.asarray(params, np.float32)

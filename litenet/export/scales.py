@@ -11,7 +11,7 @@ import numpy as np
 from litenet.errors import LiteNetError
 from litenet.export import calibrate as cal
 from litenet.export.onnx_graph import matmul_inputs
-from litenet.model import ModelConfig
+from litenet.model import AnyModel, model_to_dict
 
 SCALES_FORMAT = "litenet-int8-scales/1"
 
@@ -27,7 +27,7 @@ class Scales:
     source: dict = field(default_factory=dict)  # where the calibration images came from
 
 
-def calibrate(params: np.ndarray, model: ModelConfig, images: np.ndarray, method: str = "entropy",
+def calibrate(params: np.ndarray, model: AnyModel, images: np.ndarray, method: str = "entropy",
               percentile: float = cal.DEFAULT_PERCENTILE, source: dict | None = None) -> Scales:
     """Histogram every MatMul input on `images` and pick each range with `method` (all three are recorded)."""
     if method not in cal.METHODS:
@@ -47,12 +47,12 @@ def with_method(scales: Scales, method: str) -> Scales:
                                activation={n: cal.scale_from_amax(a[method]) for n, a in scales.amax.items()})
 
 
-def to_json(scales: Scales, model: ModelConfig, preset: str) -> str:
+def to_json(scales: Scales, model: AnyModel, preset: str) -> str:
     """The scales file: every tensor's scale and all methods' ranges, plus what produced them."""
     doc = {
         "format": SCALES_FORMAT,
         "preset": preset,
-        "model": dataclasses.asdict(model),
+        "model": model_to_dict(model),
         "method": scales.method,
         "percentile": scales.percentile,
         "histogram_bins": cal.BINS,
@@ -64,7 +64,7 @@ def to_json(scales: Scales, model: ModelConfig, preset: str) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def from_json(text: str, model: ModelConfig, source: str = "scales file") -> Scales:
+def from_json(text: str, model: AnyModel, source: str = "scales file") -> Scales:
     """Read a scales file, refusing one written for another architecture."""
     try:
         doc = json.loads(text)
@@ -72,7 +72,7 @@ def from_json(text: str, model: ModelConfig, source: str = "scales file") -> Sca
         raise LiteNetError(f"{source}: not valid JSON ({exc.msg}); re-run the calibration") from None
     if not isinstance(doc, dict) or doc.get("format") != SCALES_FORMAT:
         raise LiteNetError(f"{source}: not a LiteNet scales file (expected format {SCALES_FORMAT})")
-    if doc.get("model") != dataclasses.asdict(model):
+    if doc.get("model") != model_to_dict(model):
         raise LiteNetError(f"{source}: calibrated for another model configuration; re-run without --scales")
     acts = doc.get("activations", {})
     wanted = [a for a, _ in matmul_inputs(model)]

@@ -1,8 +1,9 @@
 """`litenet trace`: one tiny batch through the network, every forward and backward step printed.
 
-The trace calls the same `litenet.train.reference` functions as training does (no copies), in the
-order `network.forward` and `network.backward` call them, so under a debugger (`--pdb`, then `s`
-on a line) a student steps straight into the code that trains the model.
+The trace is training's own pass: the op list (litenet.graph) walked by litenet.forward.run and
+network.backward, printing from their hooks, so every value shown is computed by the litenet.ops
+function that training calls (no copies), and under a debugger (`--pdb`, then `s`) a student steps
+straight into the code that trains the model. Any preset: the MLPs and the Mixer.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import sys
 
 import numpy as np
 
+from litenet import forward as forward_mod
+from litenet import ops  # noqa: F401  (what the trace's steps call; a debugger steps into it)
 from litenet.errors import LiteNetError
+from litenet.graph import ops_of
 from litenet.model import init_params, load_preset, param_views
 from litenet.train import network
-from litenet.train import reference as ref
 
 DEFAULT_PRESET = "litenet-seed"  # one block, the seed's network: the shortest trace to read
 
@@ -68,102 +71,106 @@ class Printer:
 
 
 def explicit_sum(left: np.ndarray, right: np.ndarray, i: int, j: int) -> str:
-    """∂W[i, j] = Σ_b left[b, i] · right[b, j], written out term by term (up to 4 terms)."""
-    terms = [f"({left[b, i]:+.4g})·({right[b, j]:+.4g})" for b in range(min(4, len(left)))]
+    """∂W[i, j] = Σ_r left[r, i] · right[r, j] over the rows r, written out term by term (up to 4 terms)."""
+    terms = [f"({left[r, i]:+.4g})·({right[r, j]:+.4g})" for r in range(min(4, len(left)))]
     more = " + …" if len(left) > 4 else ""
     return " + ".join(terms) + more + f" = {float(left[:, i] @ right[:, j]):+.6g}"
 
 
+# kind → (what it is, its formula, the litenet.ops function that computes it), forward and backward
+FORWARD = {
+    "pixel_rows": ("embedding input", lambda op: (
+        f"s[b, i] = Σ_k (x[b, i, k] − {op.attrs['input_shift']})  (colours summed)" if op.attrs["embed"] == "channel-sum"
+        else f"s[b, 3i + k] = x[b, i, k] − {op.attrs['input_shift']}  (all 3072 values)"), "ops.embed_inputs"),
+    "patches": ("patches", lambda op: f"p[t, b] = the {op.attrs['patch']}×{op.attrs['patch']}×3 pixels of patch t "
+                f"− {op.attrs['input_shift']}, tokens-major (T, B, P·P·3)", "ops.patchify"),
+    "linear": ("product", "y = x W (+ b) over the channels", "ops.linear_forward"),
+    "token_linear": ("product across the patches", "y[j] = Σ_t W[t, j] x[t] + b[j], for every image and channel",
+                     "ops.token_linear_forward"),
+    "gelu": ("GELU", "a = ½ u (1 + tanh(c (u + 0.044715 u³)))", "ops.gelu_forward"),
+    "residual": ("residual join", "s = x + v: the identity path plus the branch", "x + v"),
+    "layernorm": ("LayerNorm", "y = γ (s − μ) / √(σ² + eps) + β", "ops.layernorm_forward"),
+    "mean_tokens": ("mean over the patches", "y = (1/T) Σ_t x[t]", "ops.mean_tokens_forward"),
+}
+BACKWARD = {
+    "pixel_rows": ("∂x[b, i, k] = ∂s[b, i] (spread over the colours a sum took)", "ops.embed_inputs_backward"),
+    "patches": ("∂x: each patch's ∂ put back on the pixels it took", "ops.patchify_backward"),
+    "linear": ("∂x = ∂y Wᵀ,  ∂W = xᵀ ∂y,  ∂b = Σ_rows ∂y", "ops.linear_backward"),
+    "token_linear": ("∂x = W ∂y,  ∂W = x ∂yᵀ (over images and channels),  ∂b = Σ ∂y", "ops.token_linear_backward"),
+    "gelu": ("∂u = ∂a · GELU'(u)", "ops.gelu_backward"),
+    "residual": ("∂x = ∂v = ∂s: the sum passes ∂ on to both paths unchanged", "network.BACKWARD"),
+    "layernorm": ("∂s = rstd (∂n − mean(∂n) − n · mean(∂n n)),  ∂n = ∂y γ,  ∂γ = Σ ∂y n,  ∂β = Σ ∂y",
+                  "ops.layernorm_backward"),
+    "mean_tokens": ("∂x[t] = ∂y / T for every patch t", "ops.mean_tokens_backward"),
+}
+
+
+def _block(name: str) -> str:
+    """"blocks.3.fc1" → "block 3"; anything outside the blocks → ""."""
+    return f"block {name.split('.')[1]}" if name.startswith("blocks.") else ""
+
+
 def trace(params: np.ndarray, images: np.ndarray, labels: np.ndarray, model, train, pr: Printer,
           stop: bool = False) -> dict:
-    """Run and print one forward and backward pass; returns the gradients by parameter name."""
-    if stop:  # NOTE: n steps over a line; s on a `ref.` line steps into the reference function
+    """Run and print one forward and backward pass — the op list walked by litenet.forward and
+    network.backward, printing from their hooks; returns the gradients by parameter name."""
+    if stop:  # NOTE: n steps over a line; s steps into the walk, and on into litenet.ops
         import pdb
         pdb.set_trace()
     p = param_views(params, model)
-    g: dict[str, np.ndarray] = {}
+    counter = iter(range(1, 10_000))
     pr.head(f"forward: {len(images)} images, labels {labels.tolist()}")
-    x = ref.pixels_to_float(images, params.dtype.type)
-    pr.step("F1", "scale", "x = pixels / 255", "ref.pixels_to_float", {"pixels": images}, {"x": x})
-    s = ref.embed_inputs(x, model.embed, model.input_shift)
-    formula = ("s[b, i] = Σ_k (x[b, i, k] − shift)  (colours summed)" if model.embed == "channel-sum"
-               else "s[b, 3i + k] = x[b, i, k] − shift  (all 3072 values)")
-    pr.step("F2", "embedding input", formula + f", shift = {model.input_shift}", "ref.embed_inputs", {"x": x}, {"s": s})
-    h = s @ p["embed.weight"]
-    pr.step("F3", "embedding", "h0 = s We  (no bias)", "matmul, as network.forward", {"s": s, "We": p["embed.weight"]}, {"h0": h})
-    saved = []
-    for i in range(model.blocks):
-        k = f"blocks.{i}"
-        pr.head(f"block {i}: main path d→H→d, identity side path, LayerNorm")
-        u = ref.linear_forward(h, p[f"{k}.fc1.weight"], p[f"{k}.fc1.bias"])
-        pr.step(f"F{4 + 4 * i}", "main path in", "u = x W1 + b1", "ref.linear_forward", {"x": h, "W1": p[f"{k}.fc1.weight"]}, {"u": u})
-        a = ref.gelu_forward(u)
-        pr.step(f"F{5 + 4 * i}", "GELU", "a = ½ u (1 + tanh(c (u + 0.044715 u³)))", "ref.gelu_forward", {"u": u}, {"a": a})
-        v = ref.linear_forward(a, p[f"{k}.fc2.weight"], p[f"{k}.fc2.bias"])
-        pr.step(f"F{6 + 4 * i}", "main path out", "v = a W2 + b2", "ref.linear_forward", {"a": a, "W2": p[f"{k}.fc2.weight"]}, {"v": v})
-        y, cache = ref.residual_layernorm_forward(h, v, p[f"{k}.ln.gamma"], p[f"{k}.ln.beta"], model.ln_eps)
-        pr.step(f"F{7 + 4 * i}", "residual + LayerNorm", "y = γ (x + v − μ) / √(σ² + eps) + β", "ref.residual_layernorm_forward",
-                {"x": h, "v": v}, {"y": y})
-        saved.append((h, u, a, cache))
-        h = y
-    pr.head("head and loss")
-    z = ref.linear_forward(h, p["head.weight"], p["head.bias"])
-    pr.step(f"F{4 + 4 * model.blocks}", "logits", "z = y Wc + bc", "ref.linear_forward",
-            {"y": h, "Wc": p["head.weight"]}, {"z": z})
-    if train.loss == "margin":
-        loss, per_sample = ref.margin_loss_forward(z, labels, train.margin)
-        pr.step("L", "margin loss", f"L = mean_i max(0, {train.margin} − z[i, y_i] + max_(j≠y_i) z[i, j])",
-                "ref.margin_loss_forward", {"z": z}, {"L": loss, "per image": per_sample})
-        dz = ref.margin_loss_backward(z, labels, train.margin)
-        formula, fn = "∂z[i, y_i] = −1/B, ∂z[i, rival_i] = +1/B where the hinge is active", "ref.margin_loss_backward"
-    else:
-        loss, per_sample = ref.cross_entropy_forward(z, labels)
-        pr.step("L", "cross-entropy", "L = mean_i (logsumexp(z_i) − z[i, y_i])", "ref.cross_entropy_forward",
-                {"z": z}, {"L": loss, "per image": per_sample})
-        dz = ref.cross_entropy_backward(z, labels)
-        formula, fn = "∂z = (softmax(z) − onehot(y)) / B", "ref.cross_entropy_backward"
+    seen = {"block": None}
+
+    def forward_step(op, inputs, out):
+        if _block(op.name) != seen["block"]:
+            seen["block"] = _block(op.name)
+            pr.head(seen["block"] or op.name)
+        what, formula, function = FORWARD[op.kind]
+        formula = formula(op) if callable(formula) else formula
+        named = dict(zip(op.inputs, inputs), **{w.name: p[w.name] for w in op.params if w.kind == "weight"})
+        pr.step(f"F{next(counter)}", f"{op.name}: {what}", formula, function, named, {op.name: out})
+
+    tape = forward_mod.run(ops_of(model), p, images, dtype=params.dtype.type, keep=True, on_op=forward_step)
+    z = tape.z
+    loss, per_sample, dz = network.loss_and_dlogits(z, labels, train.loss, train.margin, train.label_smoothing)
+    name = "margin loss" if train.loss == "margin" else "cross-entropy"
+    formula = (f"L = mean_i max(0, {train.margin} − z[i, y_i] + max_(j≠y_i) z[i, j]);  ∂z[i, y_i] = −1/B, "
+               "∂z[i, rival_i] = +1/B where the hinge is active" if train.loss == "margin" else
+               "L = mean_i (logsumexp(z_i) − Σ_j q_ij z_ij), q = (1 − ε) onehot + ε/C;  ∂z = (softmax(z) − q) / B")
+    pr.head("loss")
+    pr.step("L", name, formula, f"ops.{'margin_loss' if train.loss == 'margin' else 'cross_entropy'}_forward/backward",
+            {"z": z}, {"L": loss, "per image": per_sample, "∂z": dz})
     pr.head("backward: from ∂L/∂z to every ∂L/∂W")
-    pr.step("B1", "loss gradient", formula, fn, {"z": z}, {"∂z": dz})
-    dh, g["head.weight"], g["head.bias"] = ref.linear_backward(dz, h, p["head.weight"])
-    pr.step("B2", "head", "∂y = ∂z Wcᵀ,  ∂Wc = yᵀ ∂z,  ∂bc = Σ_b ∂z", "ref.linear_backward",
-            {"∂z": dz, "y": h}, {"∂y": dh, "∂Wc": g["head.weight"]})
-    pr.note("∂Wc[0, 0] = Σ_b y[b, 0] · ∂z[b, 0] = " + explicit_sum(h, dz, 0, 0))
-    tag = 3
-    for i in reversed(range(model.blocks)):
-        k = f"blocks.{i}"
-        x_in, u, a, cache = saved[i]
-        pr.head(f"block {i} backward")
-        ds, g[f"{k}.ln.gamma"], g[f"{k}.ln.beta"] = ref.residual_layernorm_backward(dh, cache, p[f"{k}.ln.gamma"])
-        pr.step(f"B{tag}", "LayerNorm", "∂s = rstd (∂n − mean(∂n) − n · mean(∂n n)),  ∂n = ∂y γ", "ref.residual_layernorm_backward",
-                {"∂y": dh}, {"∂s": ds, "∂γ": g[f"{k}.ln.gamma"]})
-        da, g[f"{k}.fc2.weight"], g[f"{k}.fc2.bias"] = ref.linear_backward(ds, a, p[f"{k}.fc2.weight"])
-        pr.step(f"B{tag + 1}", "main path out", "∂a = ∂s W2ᵀ,  ∂W2 = aᵀ ∂s  (∂v = ∂s: the sum passes it on)", "ref.linear_backward",
-                {"∂s": ds, "a": a}, {"∂a": da, "∂W2": g[f"{k}.fc2.weight"]})
-        pr.note("∂W2[0, 0] = Σ_b a[b, 0] · ∂s[b, 0] = " + explicit_sum(a, ds, 0, 0))
-        du = ref.gelu_backward(da, u)
-        pr.step(f"B{tag + 2}", "GELU", "∂u = ∂a · GELU'(u)", "ref.gelu_backward", {"∂a": da, "u": u}, {"∂u": du})
-        dx_main, g[f"{k}.fc1.weight"], g[f"{k}.fc1.bias"] = ref.linear_backward(du, x_in, p[f"{k}.fc1.weight"])
-        pr.step(f"B{tag + 3}", "main path in", "∂x_main = ∂u W1ᵀ,  ∂W1 = xᵀ ∂u", "ref.linear_backward",
-                {"∂u": du, "x": x_in}, {"∂x_main": dx_main, "∂W1": g[f"{k}.fc1.weight"]})
-        pr.note("∂W1[0, 0] = Σ_b x[b, 0] · ∂u[b, 0] = " + explicit_sum(x_in, du, 0, 0))
-        dh, (S, M, C) = ref.residual_join(ds, dx_main)
-        pr.step(f"B{tag + 4}", "paths join", "∂x = ∂s (identity path) + ∂x_main (main path)", "ref.residual_join",
-                {"∂s": ds, "∂x_main": dx_main}, {"∂x": dh})
-        pr.note(f"‖∂s‖² = {S:.4g}, ‖∂x_main‖² = {M:.4g}, ⟨∂s, ∂x_main⟩ = {C:.4g}: identity-path share "
-                f"{np.sqrt(S) / (np.sqrt(S) + np.sqrt(M)):.1%} by norm, {(S + C) / (S + M + 2 * C):.1%} by projection")
-        tag += 5
-    pr.head("embedding backward")
-    g["embed.weight"], dx = ref.embed_backward(dh, x, p["embed.weight"], model.embed, model.input_shift,
-                                               want_dx=True, inputs=s)
-    pr.step(f"B{tag}", "embedding", "∂We = sᵀ ∂h0  (and ∂x = ∂h0 Weᵀ, spread over the colours)", "ref.embed_backward",
-            {"∂h0": dh, "s": s}, {"∂We": g["embed.weight"], "∂x": dx})
-    pr.note("∂We[0, 0] = Σ_b s[b, 0] · ∂h0[b, 0] = " + explicit_sum(s, dh, 0, 0))
-    return g
+    seen["block"] = None
+    counter = iter(range(1, 10_000))
+
+    def backward_step(op, dy, dins, dparams, join):
+        if _block(op.name) != seen["block"]:
+            seen["block"] = _block(op.name)
+            pr.head(f"{seen['block']} backward" if seen["block"] else f"{op.name} backward")
+        if join is not None:  # the gradient of this op's output gathered from the identity path and the branch
+            S, M, C = network.path_sums(join)
+            pr.note(f"paths join at {op.name}: ∂x = ∂s (identity path) + ∂x_main (branch); ‖∂s‖² = {S:.4g}, "
+                    f"‖∂x_main‖² = {M:.4g}, ⟨∂s, ∂x_main⟩ = {C:.4g}: identity-path share "
+                    f"{np.sqrt(S) / (np.sqrt(S) + np.sqrt(M)):.1%} by norm, {(S + C) / (S + M + 2 * C):.1%} by projection")
+        formula, function = BACKWARD[op.kind]
+        outputs = {f"∂{name}": d for name, d in zip(op.inputs, dins) if d is not None}
+        outputs.update({f"∂{op.param(kind)}": d for kind, d in dparams.items()})
+        pr.step(f"B{next(counter)}", f"{op.name}", formula, function, {f"∂{op.name}": dy}, outputs)
+        if op.kind == "linear" and "weight" in dparams:
+            x = tape.values[op.inputs[0]]
+            rows_x, rows_dy = x.reshape(-1, x.shape[-1]), dy.reshape(-1, dy.shape[-1])
+            pr.note(f"∂{op.param('weight')}[0, 0] = Σ_rows x[r, 0] · ∂y[r, 0] = " + explicit_sum(rows_x, rows_dy, 0, 0))
+
+    grads, dx, _ = network.backward(params, tape, dz, model, want_dx=True, on_op=backward_step)
+    return {k: np.array(v) for k, v in param_views(grads, model).items()}
 
 
 def check_against_network(params, images, labels, model, train, grads: dict) -> float:
     """Largest |difference| between the trace's gradients and network.loss_and_grads' (0 when the same code ran)."""
-    _, flat, _, _ = network.loss_and_grads(params, images, labels, model, train.loss, train.margin)
+    _, flat, _, _ = network.loss_and_grads(params, images, labels, model, train.loss, train.margin,
+                                           smoothing=train.label_smoothing)
     views = param_views(flat, model)
     return max(float(np.max(np.abs(views[k] - v))) for k, v in grads.items())
 
@@ -192,7 +199,7 @@ def run(args) -> int:
         model, train = preset.model, preset.train
         params, source = init_params(model, train.seed), f"preset {preset.name}, seeded initialisation"
     images, labels, what = _batch(args, args.batch)
-    print(f"litenet trace: {source}; {len(images)} {what}; every step calls litenet/train/reference.py")
+    print(f"litenet trace: {source}; {len(images)} {what}; every step calls litenet/ops.py")
     grads = trace(params, images, labels, model, train, Printer(args.values), stop=args.pdb)
     diff = check_against_network(params, images, labels, model, train, grads)
     print(f"\nsame gradients as network.loss_and_grads (used in training): max |difference| = {diff:.3g}")

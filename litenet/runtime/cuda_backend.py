@@ -39,6 +39,8 @@ class CudaInference(Backend):
             return f"{model.describe()} has no weights.safetensors with its config.json (the CUDA fp32 input)"
         if precision == "int8" and model.plan is None:
             return f"{model.describe()} has no model.int8.plan.safetensors (run litenet export --int8)"
+        if model.family() != "mlp":
+            return f"its kernels run the MLP family; this model is a {model.family()}"
         try:
             import safetensors  # noqa: F401
         except ImportError:

@@ -11,13 +11,13 @@ multipliers, input scale, and (fc2 phases) the γ, β of the LayerNorm that clos
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from litenet import forward, graph
 from litenet.errors import LiteNetError
+from litenet.model import ModelConfig, param_views
 from litenet.runtime import int8_plan
 from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 
@@ -29,40 +29,28 @@ def pad64(k: int) -> int:
     return (k + 63) // 64 * 64
 
 
-@dataclass(frozen=True)
-class NetShape:
-    """The architecture as the kernels need it."""
+def layers(model: ModelConfig) -> list[tuple[str, int, int]]:
+    """(name, N out, K in) of every product, one per phase of the forward, in op-list order."""
+    return [(op.name, op.params[0].shape[1], op.params[0].shape[0]) for op in graph.products(model)]
 
-    embed: str  # "full" | "channel-sum"
-    input_shift: float
-    width: int
-    hidden: int
-    blocks: int
-    classes: int
-    ln_eps: float
 
-    @property
-    def embed_inputs(self) -> int:
-        return 3072 if self.embed == "full" else 1024
+def phases(model: ModelConfig) -> int:
+    """Phases of the kernels' forward: one per product (embed, fc1 and fc2 of each block, head)."""
+    return len(graph.products(model))
 
-    @property
-    def phases(self) -> int:
-        return 2 * self.blocks + 2
 
-    def layers(self) -> list[tuple[str, int, int]]:
-        """(name, N out, K in) per phase, in phase order."""
-        d, h = self.width, self.hidden
-        out = [("embed", d, self.embed_inputs)]
-        for i in range(self.blocks):
-            out += [(f"blocks.{i}.fc1", h, d), (f"blocks.{i}.fc2", d, h)]
-        return out + [("head", self.classes, d)]
+def check_family(model) -> None:
+    """The inference kernels run the MLP family; anything else is refused in one line (auto then picks ONNX Runtime)."""
+    if model.family != "mlp":
+        raise LiteNetError(f"LiteNet's CUDA inference kernels run the MLP family, not the {model.family}; "
+                           "use --backend onnxruntime (auto does)")
 
 
 @dataclass
 class PackedNet:
     """One precision of a model, packed: what goes to the GPU once."""
 
-    shape: NetShape
+    shape: ModelConfig  # the architecture, as the kernels read it
     precision: str
     words: np.ndarray     # fp32: every tensor (float32); int8: the weights (int32 words)
     floats: np.ndarray    # int8: multipliers, biases, scales, γ, β (float32); fp32: same array as words
@@ -101,32 +89,24 @@ def _padded(w_out_in: np.ndarray) -> np.ndarray:
     return out
 
 
-def shape_from_model_json(model: dict) -> NetShape:
-    return NetShape(embed=model["embed"], input_shift=float(model.get("input_shift", 0.0)), width=int(model["width"]),
-                    hidden=int(model["hidden"]), blocks=int(model["blocks"]), classes=int(model["classes"]),
-                    ln_eps=float(model.get("ln_eps", 1e-5)))
-
-
-def load_fp32(files: ModelFiles) -> tuple[NetShape, dict[str, np.ndarray], tuple[str, ...]]:
+def load_fp32(files: ModelFiles) -> tuple[ModelConfig, dict[str, np.ndarray], tuple[str, ...]]:
     """weights.safetensors + config.json → (shape, float32 tensors by name as in the weights file, classes)."""
     from litenet.weights import load_model
 
     if files.weights is None or files.config is None:
         raise LiteNetError(f"{files.describe()}: the CUDA backend's fp32 needs weights.safetensors and config.json "
                            f"beside each other; {MODEL_HINT}")
-    flat, model, _train, doc = load_model(files.weights.parent)
-    from litenet.model import param_views
-
+    flat, model, _train, _doc = load_model(files.weights.parent)
+    check_family(model)
     tensors = {k: np.asarray(v, np.float32) for k, v in param_views(flat, model).items()}
-    shape = shape_from_model_json(doc["model"])
-    return shape, tensors, files.classes or tuple(f"class {i}" for i in range(shape.classes))
+    return model, tensors, files.classes or tuple(f"class {i}" for i in range(model.classes))
 
 
-def pack_fp32(shape: NetShape, t: dict[str, np.ndarray], classes=()) -> PackedNet:
+def pack_fp32(shape: ModelConfig, t: dict[str, np.ndarray], classes=()) -> PackedNet:
     """Float weights (in, out) → the fp32 kernels' arena and layout."""
     arena = _Arena(np.float32)
-    layout = np.full((shape.phases, LAYOUT_WIDTH), NO_TENSOR, np.int32)
-    for p, (name, _n, _k) in enumerate(shape.layers()):
+    layout = np.full((phases(shape), LAYOUT_WIDTH), NO_TENSOR, np.int32)
+    for p, (name, _n, _k) in enumerate(layers(shape)):
         layout[p, 0] = arena.add(_padded(t[f"{name}.weight"].T))
         if f"{name}.bias" in t:
             layout[p, 1] = arena.add(t[f"{name}.bias"])
@@ -143,19 +123,17 @@ def load_int8(files: ModelFiles) -> int8_plan.Plan:
                            f"or {MODEL_HINT}")
     plan = int8_plan.load_plan(files.plan)
     files.check_same_weights(plan.metadata, files.plan)
+    check_family(plan.model)
     return plan
-
-
-def plan_shape(plan: int8_plan.Plan) -> NetShape:
-    return shape_from_model_json(json.loads(plan.metadata["model"]))
 
 
 def pack_int8(plan: int8_plan.Plan) -> PackedNet:
     """The int8 plan → the int8 kernels' word arena (weights), float arena and layout."""
-    shape, t = plan_shape(plan), plan.tensors
+    shape, t = plan.model, plan.tensors
+    check_family(shape)
     words, floats = _Arena(np.int32), _Arena(np.float32)
-    layout = np.full((shape.phases, LAYOUT_WIDTH), NO_TENSOR, np.int32)
-    for p, (name, n, k) in enumerate(shape.layers()):
+    layout = np.full((phases(shape), LAYOUT_WIDTH), NO_TENSOR, np.int32)
+    for p, (name, n, k) in enumerate(layers(shape)):
         w = np.asarray(t[f"{name}.weight"], np.int8)
         if w.shape != (n, k):
             raise LiteNetError(f"{name}.weight has shape {w.shape}, the plan's model says {(n, k)}; "
@@ -172,21 +150,7 @@ def pack_int8(plan: int8_plan.Plan) -> PackedNet:
     return PackedNet(shape, "int8", words.array(), floats.array(), layout, plan.classes)
 
 
-def forward_fp32(shape: NetShape, t: dict[str, np.ndarray], images: np.ndarray) -> np.ndarray:
-    """The fp32 kernels' NumPy twin: logits (N, C) float32 for uint8 NHWC images.
-
-    The same function as litenet.train.network.forward, from the float parts of the plan executor:
-    h = rows(x) We; per block h = LayerNorm(h + (GELU(h W1 + b1) W2 + b2)); z = h Wc + bc.
-    """
-    h = int8_plan.embed_rows(images, shape.embed, shape.input_shift) @ t["embed.weight"]
-    for i in range(shape.blocks):
-        p = f"blocks.{i}"
-        a = int8_plan.gelu(h @ t[f"{p}.fc1.weight"] + t[f"{p}.fc1.bias"])
-        s = h + (a @ t[f"{p}.fc2.weight"] + t[f"{p}.fc2.bias"])
-        h = int8_plan.layernorm(s, t[f"{p}.ln.gamma"], t[f"{p}.ln.beta"], shape.ln_eps)
-    return (h @ t["head.weight"] + t["head.bias"]).astype(np.float32)
-
-
-def model_path_note(files: ModelFiles, precision: str) -> Path | None:
-    """The file the backend runs, for messages."""
-    return files.weights if precision == "fp32" else files.plan
+def forward_fp32(shape: ModelConfig, t: dict[str, np.ndarray], images: np.ndarray) -> np.ndarray:
+    """The fp32 kernels' NumPy twin: logits (N, C) float32 for uint8 NHWC images — the op list
+    walked with float32 weights (litenet.forward), nothing written again."""
+    return forward.run(graph.ops_of(shape), t, images).z.astype(np.float32)

@@ -17,7 +17,7 @@ import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.gpu import sources
-from litenet.runtime.cuda_net import PackedNet, pad64
+from litenet.runtime.cuda_net import PackedNet, layers, pad64, phases
 
 i32, f32 = np.int32, np.float32
 ROWS = 8                  # IR_ROWS in infer_words.cuh: images per rowdot pass
@@ -69,7 +69,7 @@ class DeviceNet:
                                "use --backend onnxruntime")
 
     def words_of(self, phase: int) -> object:
-        name, n, k = self.shape.layers()[phase]
+        name, n, k = layers(self.shape)[phase]
         kw = pad64(k) if self.net.precision == "fp32" else pad64(k) // 4
         off = int(self.net.layout[phase, 0])
         return self.words[off:off + n * kw]
@@ -134,7 +134,7 @@ def plan_batch(dn: DeviceNet, B: int, mode: str, grid: int) -> BatchRun:
         common = (buf["pixels"], i32(B), i32(s.embed == "full"), f32(s.input_shift), *arenas, dn.layout,
                   i32(s.width), i32(s.hidden), i32(s.classes), i32(s.blocks), f32(s.ln_eps),
                   buf["h"], buf["s"], buf["a"], buf["logits"])
-        spans = [(0, s.phases)] if mode == "fused" else [(p, p + 1) for p in range(s.phases)]
+        spans = [(0, phases(s))] if mode == "fused" else [(p, p + 1) for p in range(phases(s))]
         launches = [Launch(kernel, grid, common + (i32(a), i32(b), dn.sync), dn.rows_smem()) for a, b in spans]
     for launch in launches:
         check_launch(launch)
@@ -166,7 +166,7 @@ def _tiles_launches(dn: DeviceNet, M: int, buf: dict) -> list[Launch]:
                 buf["pixels"], i32(0), f32(0), buf["a"], i32(M), i32(hp), dn.words_of(p2), i32(d),
                 dn.floats_of(p2, 1, d), i32(1), i32(0), buf["h"], i32(1), buf["s"], i32(dp))))
             last = i == s.blocks - 1
-            head = s.phases - 1
+            head = phases(s) - 1
             out.append(Launch("infer_fp32_ln_rows", ln_grid, (
                 buf["s"], i32(M), i32(d), i32(dp), dn.floats_of(p2, 4, d), dn.floats_of(p2, 5, d), f32(s.ln_eps),
                 buf["h"], i32(last), dn.words_of(head) if last else fz, dn.floats_of(head, 1, C) if last else fz,

@@ -1,4 +1,5 @@
-"""LiteNet's int8 plan: read the safetensors file and execute it in NumPy, exactly as docs/int8-plan.md defines.
+"""LiteNet's int8 plan: read the safetensors file and execute it in NumPy, exactly as docs/int8-plan.md defines:
+the op list (litenet.graph) walked with int8 products, everything else litenet.ops' float32 maths.
 
 The plan holds int8 weights (one scale per output channel), one scale per quantized activation,
 and float32 biases, γ and β. This executor is the reference the CUDA dp4a kernels are checked
@@ -13,7 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from litenet import forward
 from litenet.errors import LiteNetError
+from litenet.graph import Op, ops_of
+from litenet.model import AnyModel, model_from_dict
 
 PLAN_FORMAT = "litenet-int8-plan/1"
 PLAN_FILE = "model.int8.plan.safetensors"
@@ -24,8 +28,6 @@ ACT_MIN, ACT_MAX = -128, 127
 # saturation (vpmaddubsw); with activations shifted to 0…255, |255·w₀ + 255·w₁| ≤ 32,767 only holds
 # for |w| ≤ 64. Wider weights make ONNX Runtime's answers differ from this exact arithmetic.
 WEIGHT_MAX = 64
-GELU_C = 0.7978845608028654  # √(2/π), as litenet.train.reference
-GELU_K = 0.044715
 
 
 def quantize(x: np.ndarray, scale, lo: int = ACT_MIN, hi: int = ACT_MAX) -> np.ndarray:
@@ -55,24 +57,34 @@ def dequantize_acc(acc: np.ndarray, act_scale, weight_scale: np.ndarray) -> np.n
 
 @dataclass(frozen=True)
 class Plan:
-    """An opened plan: the tensors by name and the settings from its metadata."""
+    """An opened plan: the tensors by name, the model it was exported from and its metadata."""
 
     tensors: dict[str, np.ndarray]
-    embed: str
-    input_shift: float
-    blocks: int
-    ln_eps: float
+    model: AnyModel
     classes: tuple[str, ...]
     metadata: dict[str, str]
 
-    def linear(self, x: np.ndarray, layer: str) -> np.ndarray:
-        """Quantize the input, int8 × int8 → int32, dequantize, add the float bias (if any)."""
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        return ops_of(self.model)
+
+    def product(self, op: Op, x: np.ndarray) -> np.ndarray:
+        """The int8 product step: quantize the input, int8 × int8 → int32, dequantize, add the float bias.
+
+        linear: over the last axis; token_linear: over the first (the patches), per output patch j.
+        """
         t = self.tensors
-        s_x = t[f"{layer}.input_scale"].reshape(())
-        acc = int_matmul(quantize(x, s_x), t[f"{layer}.weight"])
-        y = dequantize_acc(acc, s_x, t[f"{layer}.weight_scale"])
-        bias = t.get(f"{layer}.bias")
-        return y if bias is None else y + bias
+        s_x = t[f"{op.name}.input_scale"].reshape(())
+        w_q, s_w = t[f"{op.name}.weight"], t[f"{op.name}.weight_scale"]  # (out, in) int8, (out,)
+        x_q = quantize(x, s_x)
+        bias = t.get(f"{op.name}.bias")
+        if op.kind == "linear":
+            acc = int_matmul(x_q.reshape(-1, x.shape[-1]), w_q)
+            y = dequantize_acc(acc, s_x, s_w)
+            return (y if bias is None else y + bias).reshape(*x.shape[:-1], len(s_w))
+        acc = int_matmul(x_q.reshape(x.shape[0], -1).T, w_q).T  # (T', B·d): the patches are the sum's axis
+        y = dequantize_acc(acc, s_x, s_w[:, None])
+        return (y if bias is None else y + bias[:, None]).reshape(len(s_w), *x.shape[1:])
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -98,45 +110,14 @@ def plan_from_tensors(tensors: dict[str, np.ndarray], meta: dict[str, str], sour
         raise LiteNetError(f"{source}: not a LiteNet int8 plan (format {meta.get('format')!r}, "
                            f"expected {PLAN_FORMAT}); re-run litenet export --int8")
     try:
-        model = json.loads(meta["model"])
-        return Plan(tensors=tensors, embed=model["embed"], input_shift=float(model["input_shift"]),
-                    blocks=int(model["blocks"]), ln_eps=float(model["ln_eps"]),
-                    classes=tuple(json.loads(meta.get("classes", "[]"))), metadata=dict(meta))
-    except (KeyError, TypeError, ValueError):
+        model = model_from_dict(json.loads(meta["model"]), source)
+        classes = tuple(json.loads(meta.get("classes", "[]")))
+    except (KeyError, TypeError, ValueError, LiteNetError):
         raise LiteNetError(f"{source}: the plan's model description is damaged; re-run litenet export --int8") from None
-
-
-def embed_rows(images: np.ndarray, embed: str, input_shift: float) -> np.ndarray:
-    """uint8 or [0, 1] float NHWC images → (B, 3072) shifted values or (B, 1024) colour sums, float32."""
-    x = images.astype(np.float32) / np.float32(255) if images.dtype == np.uint8 else images.astype(np.float32)
-    x = x.reshape(len(x), 1024, 3)
-    if input_shift:
-        x = x - np.float32(input_shift)
-    return x.sum(axis=2) if embed == "channel-sum" else x.reshape(len(x), 3072)
-
-
-def gelu(u: np.ndarray) -> np.ndarray:
-    """½ u (1 + tanh(c (u + 0.044715 u³))) in float32, the tanh form of litenet.train.reference."""
-    t = np.tanh(np.float32(GELU_C) * (u + np.float32(GELU_K) * (u * u * u)))
-    return np.float32(0.5) * u * (np.float32(1.0) + t)
-
-
-def layernorm(s: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """γ (s − μ) / √(σ² + eps) + β over the features, float32."""
-    mu = s.mean(axis=1, keepdims=True)
-    rstd = 1.0 / np.sqrt(((s - mu) ** 2).mean(axis=1, keepdims=True) + np.float32(eps))
-    return gamma * ((s - mu) * rstd) + beta
+    return Plan(tensors=tensors, model=model, classes=classes, metadata=dict(meta))
 
 
 def run_plan(plan: Plan, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:
-    """Logits (N, classes) float32 for uint8 NHWC images (or floats in [0, 1]), in slices."""
-    out = []
-    for i in range(0, len(images), batch_size):
-        t = plan.tensors
-        h = plan.linear(embed_rows(images[i:i + batch_size], plan.embed, plan.input_shift), "embed")
-        for b in range(plan.blocks):
-            a = gelu(plan.linear(h, f"blocks.{b}.fc1"))
-            v = plan.linear(a, f"blocks.{b}.fc2")
-            h = layernorm(h + v, t[f"blocks.{b}.ln.gamma"], t[f"blocks.{b}.ln.beta"], plan.ln_eps)
-        out.append(plan.linear(h, "head"))
-    return np.concatenate(out) if out else np.zeros((0, len(plan.classes)), np.float32)
+    """Logits (N, classes) float32 for uint8 NHWC images (or floats in [0, 1]), in slices: the op
+    list walked with the plan's int8 products and its float32 biases, γ and β."""
+    return forward.logits(plan.ops, plan.tensors, images, batch_size, product=plan.product)

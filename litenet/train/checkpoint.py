@@ -54,7 +54,7 @@ def load_checkpoint(folder: Path) -> tuple[dict[str, np.ndarray], Position, str]
         state = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
         raise LiteNetError(f"{path}: unreadable checkpoint ({exc}); delete it and retrain with --force") from None
-    if meta.get("format") != FORMAT or not {"params", "velocity"} <= set(state):
+    if meta.get("format") != FORMAT or "params" not in state:
         raise LiteNetError(f"{path}: not a LiteNet checkpoint; delete it and retrain with --force")
     position = Position(int(meta["epoch"]), int(meta["step_in_epoch"]), int(meta["global_step"]))
     return state, position, meta["config"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from litenet.errors import UsageError
-from litenet.model import ModelConfig, TrainConfig
+from litenet.model import FAMILIES, TrainConfig
 from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
 
 
@@ -31,8 +31,12 @@ def add_arguments(parser) -> None:
     ranks.add_argument("--processes", type=int, metavar="N",
                        help="data-parallel over N NumPy processes on this CPU (shared memory); 1 trains as usual")
     group = parser.add_argument_group("settings (override the preset; see models/*.toml)")
-    for cls in (ModelConfig, TrainConfig):
+    seen = set()
+    for cls in (*FAMILIES.values(), TrainConfig):  # a setting two families share gets one flag
         for field in dataclasses.fields(cls):
+            if field.name in seen:
+                continue
+            seen.add(field.name)
             kind = type(field.default)
             group.add_argument(f"--{field.name.replace('_', '-')}", dest=f"set_{field.name}", metavar=kind.__name__.upper(),
                                type=_parse_bool if kind is bool else kind, help=f"{cls.__name__}.{field.name}")
@@ -68,7 +72,7 @@ def run(args) -> int:
 
 def _ranks(args) -> tuple[str, int]:
     """The backend and the number of ranks that --backend, --gpus and --processes ask for (after
-    checking the flags that have a range; the settings' ranges are ModelConfig's and TrainConfig's)."""
+    checking the flags that have a range; the settings' ranges are the model configs' and TrainConfig's)."""
     from litenet.train.backends import choose_backend
 
     for flag, value, least in (("--limit", args.limit, 1), ("--test-limit", args.test_limit, 1),

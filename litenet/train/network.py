@@ -1,108 +1,137 @@
-"""The whole LiteNet forward and backward, composed from the reference operations.
+"""The whole network forward and backward: the op list (litenet.graph) walked both ways.
 
-`forward` keeps every activation the backward needs in a `Tape`; `backward` walks it in reverse
-and fills a flat gradient buffer laid out like the parameters (litenet.model.param_layout).
+`forward` keeps every activation the backward needs in a Tape (litenet.forward.run); `backward`
+walks the op list in reverse, calls each op's backward from litenet.ops, sums the gradients of a
+tensor read by several ops, and fills a flat gradient buffer laid out like the parameters
+(litenet.model.param_layout).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from litenet.model import ModelConfig, param_views
-from litenet.train import reference as ref
+from litenet import forward as fwd
+from litenet import ops
+from litenet.forward import Tape
+from litenet.graph import IMAGES, Op, ops_of
+from litenet.model import AnyModel, param_views
 
 
-@dataclass
-class BlockTape:
-    x: np.ndarray  # block input (B, d)
-    u: np.ndarray  # fc1 output, before GELU (B, H)
-    a: np.ndarray  # GELU(u) (B, H)
-    ln_cache: tuple  # (n, rstd) of the residual LayerNorm
-
-
-@dataclass
-class Tape:
-    x: np.ndarray  # the images as floats (B, 32, 32, 3)
-    s: np.ndarray | None = None  # what the embedding multiplies: colour sums (B, 1024) or values (B, 3072)
-    blocks: list[BlockTape] = field(default_factory=list)
-    y: np.ndarray | None = None  # last block output, the head's input (B, d)
-    z: np.ndarray | None = None  # logits (B, C)
-
-
-def forward(params: np.ndarray, images: np.ndarray, model: ModelConfig) -> Tape:
+def forward(params: np.ndarray, images: np.ndarray, model: AnyModel) -> Tape:
     """Logits for a batch of images (uint8 or [0, 1] floats), with the activations kept for backward."""
-    p = param_views(params, model)
-    x = ref.pixels_to_float(images, params.dtype.type)
-    # embed_forward in two steps, so the tape keeps s for the backward
-    s = ref.embed_inputs(x, model.embed, model.input_shift)
-    tape = Tape(x=x, s=s)
-    h = s @ p["embed.weight"]  # (B, d)
-    for i in range(model.blocks):
-        u = ref.linear_forward(h, p[f"blocks.{i}.fc1.weight"], p[f"blocks.{i}.fc1.bias"])  # main path d→H
-        a = ref.gelu_forward(u)
-        v = ref.linear_forward(a, p[f"blocks.{i}.fc2.weight"], p[f"blocks.{i}.fc2.bias"])  # H→d
-        y, ln_cache = ref.residual_layernorm_forward(  # identity side path joins here
-            h, v, p[f"blocks.{i}.ln.gamma"], p[f"blocks.{i}.ln.beta"], model.ln_eps)
-        tape.blocks.append(BlockTape(x=h, u=u, a=a, ln_cache=ln_cache))
-        h = y
-    tape.y = h
-    tape.z = ref.linear_forward(h, p["head.weight"], p["head.bias"])
-    return tape
+    return fwd.run(ops_of(model), param_views(params, model), images, dtype=params.dtype.type, keep=True)
 
 
-def loss_and_dlogits(z: np.ndarray, labels: np.ndarray, loss: str, margin: float):
+def loss_and_dlogits(z: np.ndarray, labels: np.ndarray, loss: str, margin: float, smoothing: float = 0.0):
     """The batch loss, per-sample losses and ∂L/∂z for the configured loss."""
     if loss == "margin":
-        value, per_sample = ref.margin_loss_forward(z, labels, margin)
-        return value, per_sample, ref.margin_loss_backward(z, labels, margin)
-    value, per_sample = ref.cross_entropy_forward(z, labels)
-    return value, per_sample, ref.cross_entropy_backward(z, labels)
+        value, per_sample = ops.margin_loss_forward(z, labels, margin)
+        return value, per_sample, ops.margin_loss_backward(z, labels, margin)
+    value, per_sample = ops.cross_entropy_forward(z, labels, smoothing)
+    return value, per_sample, ops.cross_entropy_backward(z, labels, smoothing)
 
 
 @dataclass
-class BlockGrads:
-    """What crosses a block on the way back; the monitors read the two path contributions."""
+class ResidualGrads:
+    """What meets at a residual join's input on the way back; the monitors read the two paths."""
 
-    ds: np.ndarray  # ∂L/∂(x + v): arrives at the block input through the identity path unchanged
-    dx_main: np.ndarray  # the main path's contribution to ∂L/∂x, ∂u W1ᵀ
+    ds: np.ndarray  # ∂L/∂(x + branch): arrives at the join's input x through the identity path unchanged
+    dx_main: np.ndarray  # the branch's contribution to ∂L/∂x (through the ops that read x besides the join)
     dx: np.ndarray  # their sum, ∂L/∂x
 
 
-def path_sums(g: BlockGrads) -> tuple[float, float, float]:
+def path_sums(g: ResidualGrads) -> tuple[float, float, float]:
     """(‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩) over the batch: enough to derive any path-share measure."""
     return (float(np.vdot(g.ds, g.ds)), float(np.vdot(g.dx_main, g.dx_main)), float(np.vdot(g.ds, g.dx_main)))
 
 
-def backward(params: np.ndarray, tape: Tape, dz: np.ndarray, model: ModelConfig,
-             want_dx: bool = False, grads: np.ndarray | None = None):
-    """Fill a flat gradient buffer from ∂L/∂z. Returns (grads, ∂L/∂images or None, [BlockGrads])."""
+def _products_backward(op: Op, dy, inputs, cache, p, need):
+    backward = ops.linear_backward if op.kind == "linear" else ops.token_linear_backward
+    dx, dW, db = backward(dy, inputs[0], p[op.param("weight")], want_dx=need[0])
+    return [dx], ({"weight": dW, "bias": db} if op.param("bias") else {"weight": dW})
+
+
+def _layernorm_backward(op: Op, dy, inputs, cache, p, need):
+    ds, dgamma, dbeta = ops.layernorm_backward(dy, cache, p[op.param("gamma")])
+    return [ds], {"gamma": dgamma, "beta": dbeta}
+
+
+# kind → (op, ∂output, input values, cache, parameters, which inputs need a gradient)
+#      → ([∂input or None per input], {parameter kind: gradient})
+BACKWARD = {
+    "pixel_rows": lambda op, dy, x, c, p, need: ([ops.embed_inputs_backward(dy, op.attrs["embed"]) if need[0] else None], {}),
+    "patches": lambda op, dy, x, c, p, need: ([ops.patchify_backward(dy, op.attrs["patch"]) if need[0] else None], {}),
+    "linear": _products_backward,
+    "token_linear": _products_backward,
+    "gelu": lambda op, dy, x, c, p, need: ([ops.gelu_backward(dy, x[0], c)], {}),  # c: the forward's tanh
+    "residual": lambda op, dy, x, c, p, need: ([dy, dy], {}),  # the sum passes ∂ on to both paths unchanged
+    "layernorm": _layernorm_backward,
+    "mean_tokens": lambda op, dy, x, c, p, need: ([ops.mean_tokens_backward(dy, x[0].shape[0])], {}),
+}
+
+
+def _requires_grad(graph_ops: tuple[Op, ...], want_dx: bool) -> dict[str, bool]:
+    """Which tensors need ∂L: those with a parameter upstream, and the images' path when ∂x is asked for."""
+    requires = {IMAGES: want_dx}
+    for op in graph_ops:
+        requires[op.name] = bool(op.params) or any(requires[name] for name in op.inputs)
+    return requires
+
+
+def _sum(parts: list[np.ndarray]) -> np.ndarray:
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
+
+
+def backward(params: np.ndarray, tape: Tape, dz: np.ndarray, model: AnyModel, want_dx: bool = False,
+             grads: np.ndarray | None = None, tensor_grads: dict | None = None, on_op=None):
+    """Fill a flat gradient buffer from ∂L/∂z. Returns (grads, ∂L/∂images or None, [ResidualGrads] in
+    graph order). `tensor_grads`, when given, receives ∂L of every tensor by name; `on_op` is called
+    as on_op(op, ∂output, [∂input], {parameter kind: ∂}, ResidualGrads or None) after each op."""
     p = param_views(params, model)
     grads = np.zeros_like(params) if grads is None else grads
     g = param_views(grads, model)
-    dh, g["head.weight"][...], g["head.bias"][...] = ref.linear_backward(dz, tape.y, p["head.weight"])
-    block_grads = []
-    for i in reversed(range(model.blocks)):
-        t = tape.blocks[i]
-        ds, g[f"blocks.{i}.ln.gamma"][...], g[f"blocks.{i}.ln.beta"][...] = ref.residual_layernorm_backward(
-            dh, t.ln_cache, p[f"blocks.{i}.ln.gamma"])
-        da, g[f"blocks.{i}.fc2.weight"][...], g[f"blocks.{i}.fc2.bias"][...] = ref.linear_backward(
-            ds, t.a, p[f"blocks.{i}.fc2.weight"])
-        du = ref.gelu_backward(da, t.u)
-        dx_main, g[f"blocks.{i}.fc1.weight"][...], g[f"blocks.{i}.fc1.bias"][...] = ref.linear_backward(
-            du, t.x, p[f"blocks.{i}.fc1.weight"])
-        dh = ds + dx_main  # identity path + main path
-        block_grads.append(BlockGrads(ds=ds, dx_main=dx_main, dx=dh))
-    g["embed.weight"][...], dx = ref.embed_backward(
-        dh, tape.x, p["embed.weight"], model.embed, model.input_shift, want_dx=want_dx, inputs=tape.s)
-    return grads, dx, block_grads[::-1]
+    requires = _requires_grad(tape.ops, want_dx)
+    pending: dict[str, list[np.ndarray]] = {tape.ops[-1].name: [dz]}  # ∂ parts of each tensor, by reader
+    identity: dict[str, np.ndarray] = {}  # a residual join's input → the ∂ its identity path brings
+    joins: dict[str, ResidualGrads] = {}
+    for op in reversed(tape.ops):
+        if op.name not in pending:
+            continue
+        parts = pending.pop(op.name)
+        dy = _sum(parts)
+        if op.name in identity:  # a residual join's input: the identity path and the branch meet here
+            ds = identity.pop(op.name)
+            main = [part for part in parts if part is not ds]
+            joins[op.name] = ResidualGrads(ds=ds, dx_main=_sum(main) if main else np.zeros_like(ds), dx=dy)
+        if tensor_grads is not None:
+            tensor_grads[op.name] = dy
+        if any(name not in tape.values for name in op.inputs):
+            continue  # the forward started after this op (from given tensors): nothing to pass further back
+        inputs = [tape.values[name] for name in op.inputs]
+        need = [requires[name] for name in op.inputs]
+        dins, dparams = BACKWARD[op.kind](op, dy, inputs, tape.caches.get(op.name), p, need)
+        for kind, value in dparams.items():
+            g[op.param(kind)][...] = value
+        if on_op is not None:
+            on_op(op, dy, dins, dparams, joins.get(op.name))
+        if op.kind == "residual":
+            identity[op.inputs[0]] = dins[0]
+        for name, d in zip(op.inputs, dins):
+            if d is not None:
+                pending.setdefault(name, []).append(d)
+    dx = _sum(pending[IMAGES]) if want_dx and IMAGES in pending else None
+    return grads, dx, [joins[op.inputs[0]] for op in tape.ops if op.kind == "residual"]
 
 
-def loss_and_grads(params: np.ndarray, images: np.ndarray, labels: np.ndarray, model: ModelConfig,
-                   loss: str = "margin", margin: float = 0.3, want_dx: bool = False):
+def loss_and_grads(params: np.ndarray, images: np.ndarray, labels: np.ndarray, model: AnyModel,
+                   loss: str = "margin", margin: float = 0.3, want_dx: bool = False, smoothing: float = 0.0):
     """One forward and backward: (loss, flat grads, ∂L/∂images or None, tape)."""
     tape = forward(params, images, model)
-    value, _, dz = loss_and_dlogits(tape.z, labels, loss, margin)
+    value, _, dz = loss_and_dlogits(tape.z, labels, loss, margin, smoothing)
     grads, dx, _ = backward(params, tape, dz, model, want_dx=want_dx)
     return value, grads, dx, tape

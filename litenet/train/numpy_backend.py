@@ -5,10 +5,23 @@ from __future__ import annotations
 import numpy as np
 
 from litenet.errors import LiteNetError
-from litenet.model import ModelConfig, TrainConfig, param_layout, param_views
-from litenet.train import network
+from litenet.graph import residuals
+from litenet.model import AnyModel, TrainConfig, param_layout, param_views
+from litenet.train import augment, heap, network
 from litenet.train import reference as ref
 from litenet.train.parallel.comm import local_columns, reduce_stats, reduces
+
+
+def decay_mask(model: AnyModel, train: TrainConfig, dtype=np.float32) -> np.ndarray | float:
+    """The weight decay of every parameter: a number when all decay alike, else an array with 0 on
+    biases and LayerNorm's γ, β (decay = "weights": shrinking those towards 0 only hurts)."""
+    if train.decay == "all":
+        return train.weight_decay
+    mask = np.zeros(param_layout(model)[-1].offset + param_layout(model)[-1].size, dtype)
+    for p in param_layout(model):
+        if p.kind == "weight":
+            mask[p.offset:p.offset + p.size] = train.weight_decay
+    return mask
 
 
 class NumpyBackend:
@@ -16,15 +29,20 @@ class NumpyBackend:
 
     name = "numpy"
 
-    def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, dtype=np.float32, comm=None):
+    def __init__(self, model: AnyModel, train: TrainConfig, params: np.ndarray, dtype=np.float32, comm=None):
+        heap.keep_freed_memory()  # a step's temporaries then reuse the last step's pages (heap.py)
         self.model, self.train = model, train
         # Data-parallel (docs/parallel.md): this rank trains on its columns of each step's batch and
         # sums its gradient with the other ranks' before the clip rule and the update.
         self.comm = comm if reduces(comm) else None
         self.columns = local_columns(train.batch_size, comm)
         self.params = np.array(params, dtype=dtype)
-        self.velocity = np.zeros_like(self.params)
         self.grads = np.zeros_like(self.params)
+        self.decay = decay_mask(model, train, dtype)
+        # the optimiser's state: SGD's velocity, or AdamW's two moments and its step count
+        names = ("velocity",) if train.optimizer == "sgd" else ("m", "v")
+        self.moments = {name: np.zeros_like(self.params) for name in names}
+        self.updates = 0
         self._scratch = np.empty_like(self.params)  # the optimiser's temporaries, allocated once
         self._images = self._labels = None
         self._stats: list[dict] = []
@@ -33,10 +51,12 @@ class NumpyBackend:
         """Keep the training set (uint8 NHWC, usually a read-only memory map) for `train_steps`."""
         self._images, self._labels = images, labels
 
-    def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None) -> None:
-        """Run one SGD step per row of `batches` (indices into the training set) at the given lrs.
+    def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None,
+                    crops: np.ndarray | None = None) -> None:
+        """Run one step per row of `batches` (indices into the training set) at the given lrs.
 
-        `flips` (same shape as `batches`, optional) mirrors those images left-right first.
+        `flips` (same shape as `batches`) mirrors those images left-right, `crops` ((steps, batch, 2)
+        offsets) cuts each from its reflect-padded copy (litenet.train.augment); both optional.
         With a communicator, `batches` holds the global batch and this rank takes its columns.
         """
         if self.comm is not None:
@@ -45,26 +65,32 @@ class NumpyBackend:
                 raise LiteNetError(f"batches must have shape (steps, {self.train.batch_size}); got {batches.shape}")
             batches = batches[:, self.columns]
             flips = None if flips is None else np.asarray(flips)[:, self.columns]
+            crops = None if crops is None else np.asarray(crops)[:, self.columns]
         for row, (indices, lr) in enumerate(zip(batches, lrs)):
-            images = self._images[indices]
-            if flips is not None and flips[row].any():
-                images = np.where(flips[row][:, None, None, None], images[:, :, ::-1], images)
+            images = augment.apply(self._images, indices, None if flips is None else flips[row],
+                                   None if crops is None else crops[row], self.train.crop_padding)
             self.step(images, self._labels[indices].astype(np.int64), float(lr))
 
     def step(self, images: np.ndarray, labels: np.ndarray, lr: float) -> dict:
-        """One step on an explicit batch: forward, backward, clip rule, SGD update."""
+        """One step on an explicit batch: forward, backward, clip rule, optimiser update."""
         t = self.train
         tape = network.forward(self.params, images, self.model)
-        loss, _, dz = network.loss_and_dlogits(tape.z, labels, t.loss, t.margin)
-        _, _, block_grads = network.backward(self.params, tape, dz, self.model, grads=self.grads)
+        loss, _, dz = network.loss_and_dlogits(tape.z, labels, t.loss, t.margin, t.label_smoothing)
+        _, _, joins = network.backward(self.params, tape, dz, self.model, grads=self.grads)
         if self.comm is not None:  # the mean over the global batch, the same on every rank
             self.comm.allreduce_sum_(self.grads)
             ref.grad_average(self.grads, self.comm.world_size)
         grad_sq = [float(np.dot(g.ravel(), g.ravel())) for g in param_views(self.grads, self.model).values()]
         norm, clipped = ref.grad_norm_clip(self.grads, t.clip_threshold, t.clip_norm)
-        ref.sgd_momentum_update(self.params, self.velocity, self.grads, lr, t.momentum, t.weight_decay, self._scratch)
+        self.updates += 1
+        if t.optimizer == "sgd":
+            ref.sgd_momentum_update(self.params, self.moments["velocity"], self.grads, lr, t.momentum, self.decay,
+                                    self._scratch)
+        else:
+            ref.adamw_update(self.params, self.moments["m"], self.moments["v"], self.grads, self.updates, lr,
+                             t.beta1, t.beta2, t.adam_eps, self.decay)
         stats = {"loss": float(loss), "grad_norm": norm, "clipped": clipped, "grad_sq": grad_sq,
-                 "path": [network.path_sums(b) for b in block_grads]}
+                 "path": [network.path_sums(j) for j in joins]}
         self._stats.append(stats)
         return stats
 
@@ -75,24 +101,28 @@ class NumpyBackend:
 
     def logits(self, images: np.ndarray, batch_size: int = 1000) -> np.ndarray:
         """Forward only, in slices, for evaluation."""
-        out = [network.forward(self.params, images[i:i + batch_size], self.model).z
-               for i in range(0, len(images), batch_size)]
-        return np.concatenate(out).astype(np.float32)
+        from litenet import forward as fwd
+
+        return fwd.logits(network.ops_of(self.model), param_views(self.params, self.model), images, batch_size,
+                          dtype=self.params.dtype.type)
 
     def state(self) -> dict[str, np.ndarray]:
-        """Parameters and momentum, as host float arrays, for a checkpoint."""
-        return {"params": self.params.copy(), "velocity": self.velocity.copy()}
+        """Parameters and the optimiser's state, as host arrays, for a checkpoint."""
+        return {"params": self.params.copy(), **{k: v.copy() for k, v in self.moments.items()},
+                "updates": np.array([self.updates], np.int64)}
 
     def load_state(self, state: dict[str, np.ndarray]) -> None:
         self.params[...] = state["params"]
-        self.velocity[...] = state["velocity"]
+        for name, moment in self.moments.items():
+            moment[...] = state[name]
+        self.updates = int(state["updates"][0]) if "updates" in state else 0
 
 
-def stack_stats(stats: list[dict], model: ModelConfig) -> dict[str, np.ndarray]:
+def stack_stats(stats: list[dict], model: AnyModel) -> dict[str, np.ndarray]:
     """Turn a list of per-step dicts into arrays with a leading step axis (empty arrays for none)."""
-    n_tensors, blocks = len(param_layout(model)), model.blocks
+    n_tensors, joins = len(param_layout(model)), len(residuals(model))
     def column(key, dtype, shape=()):
         return np.array([s[key] for s in stats], dtype=dtype).reshape((len(stats), *shape))
     return {"loss": column("loss", np.float64), "grad_norm": column("grad_norm", np.float64),
             "clipped": column("clipped", bool), "grad_sq": column("grad_sq", np.float64, (n_tensors,)),
-            "path": column("path", np.float64, (blocks, 3))}
+            "path": column("path", np.float64, (joins, 3))}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from litenet.errors import UsageError
-from litenet.model import ModelConfig, TrainConfig, load_preset, override
+from litenet.model import AnyModel, TrainConfig, load_preset, override_preset
 
 DEFAULT_PRESET = "litenet-base"
 RUNS_DIR = Path("runs")  # a run's default parent: untracked in a checkout, never the shipped models/
@@ -27,7 +27,7 @@ class RunOptions:
     """What a run asks for beyond the preset: overrides of its settings, where to read and write, how."""
 
     preset: str = DEFAULT_PRESET
-    overrides: dict = field(default_factory=dict)  # ModelConfig / TrainConfig field name → value
+    overrides: dict = field(default_factory=dict)  # model config (any family) / TrainConfig field name → value
     out: str | None = None  # None: runs/<preset name>
     data: str | None = None
     maps: str | None = None
@@ -41,10 +41,10 @@ class RunOptions:
     dtype: str = "float32"
 
 
-def settings(opts: RunOptions) -> tuple[str, ModelConfig, TrainConfig]:
+def settings(opts: RunOptions) -> tuple[str, AnyModel, TrainConfig]:
     """The preset with the run's overrides applied: (name, model, train)."""
     preset = load_preset(opts.preset)
-    return preset.name, override(preset.model, opts.overrides), override(preset.train, opts.overrides)
+    return (preset.name, *override_preset(preset, opts.overrides))
 
 
 def run_folder(opts: RunOptions, preset_name: str) -> Path:

@@ -42,11 +42,21 @@ def epoch_batches(n_images: int, train: TrainConfig, epoch: int) -> np.ndarray:
 
 
 def epoch_flips(batches: np.ndarray, train: TrainConfig, epoch: int) -> np.ndarray | None:
-    """Left-right flips for each image of each step when augmentation is on; None otherwise."""
-    if train.augment != "flip":
+    """Left-right flips for each image of each step when "flip" augmentation is on; None otherwise."""
+    if "flip" not in train.augmentations:
         return None
     rng = np.random.default_rng([train.seed, epoch, 1])
     return rng.random(batches.shape) < 0.5
+
+
+def epoch_crops(batches: np.ndarray, train: TrainConfig, epoch: int) -> np.ndarray | None:
+    """(steps, batch, 2) crop offsets (row, column) in 0 … 2·crop_padding when "crop" augmentation is
+    on (uniform: every 32×32 window of the padded image equally likely); None otherwise. A stream of
+    its own, so switching crops on leaves the flips of a seed as they were."""
+    if "crop" not in train.augmentations:
+        return None
+    rng = np.random.default_rng([train.seed, epoch, 2])
+    return rng.integers(0, 2 * train.crop_padding + 1, size=(*batches.shape, 2), dtype=np.int8)
 
 
 def steps_per_epoch(n_images: int, train: TrainConfig) -> int:

@@ -1,6 +1,6 @@
 """The training loop: epochs of backend steps, evaluation, metrics, checkpoints, resume and Ctrl-C.
 
-The loop hands the backend chunks of steps (indices, lrs, flips) and reads the statistics back
+The loop hands the backend chunks of steps (indices, lrs, flips, crops) and reads the statistics back
 once per chunk, so a GPU backend is never synchronised inside a chunk.
 
 Data-parallel (docs/parallel.md): every rank runs this loop with the same schedule and a
@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from litenet.errors import LiteNetError
-from litenet.model import ModelConfig, TrainConfig, configs_to_json, init_params, param_layout
+from litenet.graph import residuals
+from litenet.model import AnyModel, TrainConfig, configs_to_json, init_params, param_layout
 from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
@@ -30,6 +31,7 @@ from litenet.train.network import loss_and_dlogits
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
 from litenet.weights import save_model
 
+EPOCH_LOSSES = "epoch_losses"  # a checkpoint's record of the interrupted epoch's losses so far
 TRAIN_EVAL_IMAGES = 10_000  # training accuracy is measured on this fixed prefix, not all 50,000
 
 
@@ -79,7 +81,7 @@ def _in_main_thread() -> bool:
 class Trainer:
     """Trains one model into one folder; `run()` starts or resumes and returns how it ended."""
 
-    def __init__(self, preset: str, model: ModelConfig, train: TrainConfig, out: str | Path,
+    def __init__(self, preset: str, model: AnyModel, train: TrainConfig, out: str | Path,
                  train_split: Split, test_split: Split, classes: tuple[str, ...], backend: str = "numpy",
                  backend_options: dict | None = None, resume: bool = False, force: bool = False,
                  chunk_steps: int = 50, progress: bool = True, data_info: dict | None = None,
@@ -105,6 +107,7 @@ class Trainer:
         self.history: list[dict] = []
         self._chunk_start_params = None  # the weights at the last chunk boundary, for update ratios
         self._last_plot = time.perf_counter()
+        self._resumed_losses: list[float] = []
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -126,6 +129,7 @@ class Trainer:
                 raise LiteNetError(f"{self.out}: the checkpoint was trained with other settings; resume "
                                    "with the same preset and options, or use --force to start over")
             backend.load_state(state)
+            self._resumed_losses = [float(v) for v in state.get(EPOCH_LOSSES, ())]
             if self.writer:
                 self.metrics.truncate_after(position)
                 self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
@@ -136,6 +140,7 @@ class Trainer:
                       "world_size": self.comm.world_size,
                       "resumed_at_step": position.global_step if self.resume else None,
                       "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
+                      "residuals": [op.name for op in residuals(self.model)],
                       "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
         self._chunk_start_params = backend.state()["params"]
@@ -170,7 +175,9 @@ class Trainer:
     def _run_epoch(self, backend, epoch: int, first_step: int, interrupt: Interrupt, bar):
         batches = schedule.epoch_batches(len(self.train_split.images), self.train, epoch)
         flips = schedule.epoch_flips(batches, self.train, epoch)
-        started, losses = time.perf_counter(), []
+        crops = schedule.epoch_crops(batches, self.train, epoch)
+        # the epoch's losses so far: a run resumed inside an epoch reports the whole epoch's mean
+        started, losses = time.perf_counter(), list(self._resumed_losses) if first_step else []
         step = first_step
         while step < self.steps_per_epoch:
             count = min(self.chunk_steps, self.steps_per_epoch - step)
@@ -178,8 +185,11 @@ class Trainer:
             if self.stop_after_steps is not None:
                 count = min(count, self.stop_after_steps - global_step)
             lrs = schedule.learning_rates(global_step, count, self.total_steps, self.train)
-            backend.train_steps(batches[step:step + count], lrs,
-                                None if flips is None else flips[step:step + count])
+            part = slice(step, step + count)
+            if crops is None:  # backends without crops (the CUDA MLP) take flips alone
+                backend.train_steps(batches[part], lrs, None if flips is None else flips[part])
+            else:
+                backend.train_steps(batches[part], lrs, None if flips is None else flips[part], crops[part])
             stats = backend.fetch_stats()  # of the global batch: every rank holds the same numbers
             params = backend.state()["params"]
             if self.writer:
@@ -201,7 +211,7 @@ class Trainer:
             at_limit = self.stop_after_steps is not None and epoch * self.steps_per_epoch + step >= self.stop_after_steps
             if (stop or at_limit) and step < self.steps_per_epoch:
                 position = Position(epoch, step, epoch * self.steps_per_epoch + step)
-                self._save(backend, position)
+                self._save(backend, position, epoch_losses=losses)
                 return TrainResult(position, None, "interrupted")
         position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
         at_limit = self.stop_after_steps is not None and position.global_step >= self.stop_after_steps
@@ -250,14 +260,16 @@ class Trainer:
         """(mean loss, accuracy) of the backend's current weights on a split."""
         logits = backend.logits(split.images).astype(np.float64)
         labels = np.asarray(split.labels, np.int64)
-        loss = loss_and_dlogits(logits, labels, self.train.loss, self.train.margin)[0]
+        loss = loss_and_dlogits(logits, labels, self.train.loss, self.train.margin, self.train.label_smoothing)[0]
         return float(loss), float(np.mean(logits.argmax(axis=1) == labels))
 
-    def _save(self, backend, position: Position) -> None:
+    def _save(self, backend, position: Position, epoch_losses: list[float] = ()) -> None:
+        """Checkpoint and weights; inside an epoch the checkpoint keeps the epoch's losses so far."""
         if not self.writer:
             return
         state = backend.state()
-        save_checkpoint(self.out, state, position, self._config_json())
+        extra = {EPOCH_LOSSES: np.asarray(epoch_losses, np.float64)} if len(epoch_losses) else {}
+        save_checkpoint(self.out, {**state, **extra}, position, self._config_json())
         last = self.history[-1] if self.history else {}
         save_model(self.out, state["params"], self.model, self.train, self.preset, classes=list(self.classes),
                    epochs_done=position.epoch, global_step=position.global_step, backend=self.backend_name,
@@ -281,7 +293,7 @@ class Trainer:
                   f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {_duration(eta)}")
 
 
-def config_json(model: ModelConfig, train: TrainConfig) -> str:
+def config_json(model: AnyModel, train: TrainConfig) -> str:
     """The settings a checkpoint records; a resumed run must have the same (any number of ranks)."""
     return json.dumps({"model": dataclasses.asdict(model), "train": dataclasses.asdict(train)}, sort_keys=True)
 

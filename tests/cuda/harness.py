@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from litenet.model import ModelConfig, param_layout, param_views
+from litenet import ops
 from litenet.train import reference as ref
 from litenet.train.cuda.check import compare
 from litenet.train.cuda.geometry import SLAB, TALL, TILE, slab, weight_grad_jobs
@@ -113,7 +114,7 @@ def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, row
     x = _flipped(images, index, flip)
     W = (rng.standard_normal((K, d)) / np.sqrt(K)).astype(f32)
     pixels = (r.put(images), batches, flips, ctr, i32(embed == "full"), f32(shift))
-    s64 = ref.embed_inputs(ref.pixels_to_float(x, np.float64), embed, shift)
+    s64 = ops.embed_inputs(ops.pixels_to_float(x, np.float64), embed, shift)
     if name == "embed_inputs":
         S = _nan(r, (B, K))
         r.launch(name, max(1, B - 2), pixels + (S, i32(B)))  # fewer blocks than images: the grid strides
@@ -122,21 +123,21 @@ def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, row
         S, out = _nan(r, (B, K)), _nan(r, (B, d))
         r.launch(name, math.ceil(B / rows) * parts, pixels + (r.put(W), out, S, i32(B), i32(K), i32(d), i32(rows),
                                                               i32(parts)), shared=rows * K * 4)
-        want = ref.embed_forward(x, W.astype(np.float64), embed, shift)
+        want = ops.embed_forward(x, W.astype(np.float64), embed, shift)
         return {"h0": out, "S": S}, {"h0": want, "S": s64}, {"h0": 3 * K, "S": 3}, None
-    S = r.put(ref.embed_inputs(ref.pixels_to_float(x, f32), embed, f32(shift)).astype(f32))
+    S = r.put(ops.embed_inputs(ops.pixels_to_float(x, f32), embed, f32(shift)).astype(f32))
     if name == "embed_forward":
         tiles = _tiles(B, d, tile)
         scratch, counters = _splitk(r, tiles, splits, slab(tile))
         out = _nan(r, (B, d))
         r.launch(kernel, tiles * splits, (S, r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
-        return {"h0": out}, {"h0": ref.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
+        return {"h0": out}, {"h0": ops.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
     dh = rng.standard_normal((B, d)).astype(f32)
     tiles = _tiles(K, d, tile)
     scratch, counters = _splitk(r, tiles, splits, slab(tile))
     out = _nan(r, (K, d))
     r.launch(kernel, tiles * splits, (S, r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
-    want = ref.embed_backward(dh.astype(np.float64), x, W.astype(np.float64), embed, shift)[0]
+    want = ops.embed_backward(dh.astype(np.float64), x, W.astype(np.float64), embed, shift)[0]
     return {"∂We": out}, {"∂We": want}, {"∂We": 3 * B}, counters
 
 
@@ -156,10 +157,10 @@ def _linear(r, rng, kernel, B, n_in, n_out, splits=1):
         r.launch(kernel, tiles * splits, (r.put(x), r.put(W), r.put(b), *outs, i32(B), i32(n_in), i32(n_out), i32(splits),
                                         scratch, counters))
         if name == "linear_forward":
-            return {"y": outs[0]}, {"y": ref.linear_forward(x64, W64, b64)}, {"y": n_in}, counters
+            return {"y": outs[0]}, {"y": ops.linear_forward(x64, W64, b64)}, {"y": n_in}, counters
         u, a = ref.linear_gelu_forward(x64, W64, b64)
         return {"u": outs[0], "a": outs[1]}, {"u": u, "a": a}, {"u": n_in, "a": n_in}, counters
-    dx_ref, dW_ref, db_ref = ref.linear_backward(dy64, x64, W64)
+    dx_ref, dW_ref, db_ref = ops.linear_backward(dy64, x64, W64)
     if name == "linear_backward_input":
         tiles = _tiles(B, n_in, tile)
         scratch, counters = _splitk(r, tiles, splits, slab(tile))
@@ -182,16 +183,16 @@ def _gelu(r, rng, name, n, grid=3):
     out = _nan(r, (n,))
     if name == "gelu_forward":
         r.launch(name, grid, (r.put(u), out, i32(n)))
-        return {"a": out}, {"a": ref.gelu_forward(u.astype(np.float64))}, {}, None
+        return {"a": out}, {"a": ops.gelu_forward(u.astype(np.float64))}, {}, None
     r.launch(name, grid, (r.put(da), r.put(u), out, i32(n)))
-    return {"∂u": out}, {"∂u": ref.gelu_backward(da.astype(np.float64), u.astype(np.float64))}, {}, None
+    return {"∂u": out}, {"∂u": ops.gelu_backward(da.astype(np.float64), u.astype(np.float64))}, {}, None
 
 
 @case("residual_layernorm_forward", "residual_layernorm_backward")
 def _layernorm(r, rng, name, B, d, splits=1):
     x, v, dy = (rng.standard_normal((B, d)).astype(f32) for _ in range(3))
     gamma, beta = (1 + 0.3 * rng.standard_normal(d)).astype(f32), rng.standard_normal(d).astype(f32)
-    y_ref, (n_ref, rstd_ref) = ref.residual_layernorm_forward(x.astype(np.float64), v.astype(np.float64),
+    y_ref, (n_ref, rstd_ref) = ops.residual_layernorm_forward(x.astype(np.float64), v.astype(np.float64),
                                                              gamma.astype(np.float64), beta.astype(np.float64), 1e-5)
     rows = math.ceil(B / 8)
     if name == "residual_layernorm_forward":
@@ -200,7 +201,7 @@ def _layernorm(r, rng, name, B, d, splits=1):
         return {"y": y, "n": n, "rstd": rstd}, {"y": y_ref, "n": n_ref, "rstd": rstd_ref[:, 0]}, \
             {"y": d, "n": d, "rstd": d}, None
     nrm, rstd = n_ref.astype(f32), rstd_ref[:, 0].astype(f32)
-    ds_ref, dg_ref, db_ref = ref.residual_layernorm_backward(dy.astype(np.float64), (nrm.astype(np.float64),
+    ds_ref, dg_ref, db_ref = ops.residual_layernorm_backward(dy.astype(np.float64), (nrm.astype(np.float64),
                                                              rstd.astype(np.float64)[:, None]), gamma.astype(np.float64))
     tiles = math.ceil(2 * d / 64)
     scratch, counters = _splitk(r, tiles, splits, 64)
@@ -245,12 +246,12 @@ def _loss(r, rng, name, B, C, ties=False):
     if name.endswith("forward"):
         per, stats = _nan(r, (B,)), r.put(np.zeros((2, 4), f32))
         r.launch(name, grid, (r.put(z), r.put(labels), batches, ctr, per, stats, i32(4), i32(B), i32(C)) + extra)
-        value, per_ref = ref.margin_loss_forward(z64, y, 0.3) if margin else ref.cross_entropy_forward(z64, y)
+        value, per_ref = ops.margin_loss_forward(z64, y, 0.3) if margin else ops.cross_entropy_forward(z64, y)
         return {"ℓ": per, "stats": stats}, {"ℓ": per_ref, "stats": _with(np.zeros((2, 4)), 1, 0, [value])}, \
             {"ℓ": C, "stats": B}, None
     dz = _nan(r, (B, C))
     r.launch(name, grid, (r.put(z), r.put(labels), batches, ctr, dz, i32(B), i32(C)) + extra)
-    want = ref.margin_loss_backward(z64, y, 0.3) if margin else ref.cross_entropy_backward(z64, y)
+    want = ops.margin_loss_backward(z64, y, 0.3) if margin else ops.cross_entropy_backward(z64, y)
     return {"∂z": dz}, {"∂z": want}, {"∂z": C}, None
 
 
@@ -342,8 +343,8 @@ def _fused_rows(r, rng, name, B, d, H, blocks=1, C=10, rows=4, loss="margin"):
                                          batches, ctr, stats, i32(st.width), i32(st.path), i32(B), i32(d), i32(H), i32(C),
                                          i32(L), i32(rows), i32(0 if loss == "margin" else 1), f32(0.3), f32(1e-5)),
              shared=smem)
-    want = ref.fused_rows(param_views(params.astype(np.float64), model), h0.astype(np.float64),
-                          labels[index].astype(np.int64), L, loss, 0.3, 1e-5)
+    want = ref.fused_rows(params.astype(np.float64), h0.astype(np.float64), labels[index].astype(np.int64), model,
+                          loss, 0.3)
     stats_want = np.zeros((3, st.width))
     stats_want[1, 0] = want["loss"]
     stats_want[1, st.path:] = want["path"].ravel()
@@ -361,7 +362,7 @@ def _fused_weight_grads(r, rng, name, B, d, H, blocks=1, C=10, embed="channel-su
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
     _, _, ctr, index, flip = _schedule(r, rng, N, B)
     x = _flipped(images, index, flip)
-    S = ref.embed_inputs(ref.pixels_to_float(x, f32), embed, f32(0.0)).astype(f32)  # as embed_inputs writes it
+    S = ops.embed_inputs(ops.pixels_to_float(x, f32), embed, f32(0.0)).astype(f32)  # as embed_inputs writes it
     saved = {"X": (L + 1, B, d), "A": (L, B, H), "U": (L, B, H), "DS": (L, B, d), "DY": (L, B, d), "NRM": (L, B, d),
              "Z": (B, C), "DH0": (B, d)}
     host = {k: rng.standard_normal(s).astype(f32) for k, s in saved.items()}

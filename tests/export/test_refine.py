@@ -9,7 +9,10 @@ import export_fixtures as fx
 from litenet.errors import LiteNetError
 from litenet.export import int8_plan, qdq, refine
 from litenet.export import scales as sc
+from litenet import forward
 from litenet.export.pipeline import ExportOptions, validate
+from litenet.graph import ops_of
+from litenet.model import MixerConfig, ModelConfig, param_views
 from litenet.runtime import int8_plan as plan_rt
 
 
@@ -73,12 +76,15 @@ def test_bias_correction_leaves_no_mean_error_where_it_corrects(tiny):
         np.testing.assert_array_equal(corrected.weights[layer][0], w_q)
         np.testing.assert_array_equal(corrected.weights[layer][1], s_w)
     assert set(corrected.biases) == set(plain.biases) and "embed" not in corrected.biases
-    target = refine._fp32_targets(np.asarray(params, np.float32), model, calib)
+    views = param_views(np.asarray(params, np.float32), model)
+    points = refine.correction_points(model)
+    target = {layer: forward.run(ops_of(model), views, calib, until=point).values[point] for layer, point in points.items()}
     for weights, expect_zero in ((plain, False), (corrected, True)):
         plan = plan_rt.plan_from_tensors(int8_plan.plan_tensors(params, model, scales, weights),
                                          int8_plan.plan_metadata(model, scales, "t", [], weights))
-        for layer in corrected.biases:
-            mean_error = (target[layer] - refine._int8_output(plan, calib, layer)).mean(axis=0)
+        for layer, point in points.items():
+            int8 = forward.run(plan.ops, plan.tensors, calib, product=plan.product, until=point).values[point]
+            mean_error = (target[layer] - int8).mean(axis=0)
             scale = float(np.abs(target[layer]).mean())
             if expect_zero:
                 assert np.abs(mean_error).max() <= 1e-5 * scale + 1e-6, layer  # float32 rounding only
@@ -109,3 +115,13 @@ def test_the_files_record_how_the_weights_were_chosen(tiny):
 def test_an_unknown_rounding_is_refused():
     with pytest.raises(LiteNetError, match="--rounding"):
         validate(ExportOptions(int8=True, rounding="stochastic"))
+
+
+def test_correction_points_are_the_outputs_or_the_residual_sums_they_feed():
+    assert refine.correction_points(ModelConfig(blocks=1)) == {
+        "blocks.0.fc1": "blocks.0.fc1", "blocks.0.fc2": "blocks.0.residual", "head": "head"}
+    mixer = refine.correction_points(MixerConfig(blocks=1))
+    assert mixer["embed"] == "embed"  # read by the LayerNorm and the residual: its own output
+    assert mixer["blocks.0.token_fc2"] == "blocks.0.token_residual"
+    assert mixer["blocks.0.channel_fc1"] == "blocks.0.channel_fc1"
+    assert mixer["blocks.0.channel_fc2"] == "blocks.0.channel_residual"

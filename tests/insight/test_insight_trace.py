@@ -11,8 +11,8 @@ from litenet.model import init_params, load_preset
 def test_trace_prints_the_formulas_and_matches_training(capsys):
     assert main(["trace", "--random", "--batch", "2"]) == 0
     out = capsys.readouterr().out
-    for formula in ("u = x W1 + b1", "∂W1 = xᵀ ∂u", "∂x = ∂s (identity path) + ∂x_main", "∂We = sᵀ ∂h0",
-                    "ref.residual_layernorm_backward", "identity-path share"):
+    for formula in ("y = x W (+ b)", "∂W = xᵀ ∂y", "∂x = ∂s (identity path) + ∂x_main", "s[b, i] = Σ_k",
+                    "ops.layernorm_backward", "identity-path share", "paths join at embed"):
         assert formula in out
     assert "max |difference| = 0" in out
 
@@ -24,12 +24,20 @@ def test_trace_of_a_trained_model_with_cross_entropy(model_dir, dataset, capsys)
 
 
 def test_trace_calls_the_reference_functions(monkeypatch):
-    """The trace runs litenet.train.reference itself (what a debugger steps into), not a copy."""
+    """The trace runs litenet.ops itself (what training runs, what a debugger steps into), not a copy."""
     called = []
-    original = trace_module.ref.gelu_backward
-    monkeypatch.setattr(trace_module.ref, "gelu_backward", lambda *a: called.append(1) or original(*a))
+    original = trace_module.ops.gelu_backward
+    monkeypatch.setattr(trace_module.ops, "gelu_backward", lambda *a: called.append(1) or original(*a))
     preset = load_preset("litenet-seed")
     params = init_params(preset.model, 0)
     images = np.zeros((1, 32, 32, 3), np.uint8)
     trace_module.trace(params, images, np.array([3]), preset.model, preset.train, trace_module.Printer(2))
     assert called == [1]
+
+
+def test_trace_of_the_mixer_walks_its_ops(capsys):
+    assert main(["trace", "--random", "--batch", "2", "--preset", "litenet-mixer-cpu"]) == 0
+    out = capsys.readouterr().out
+    for text in ("ops.patchify", "ops.token_linear_forward", "ops.token_linear_backward", "ops.mean_tokens_backward",
+                 "paths join at blocks.0.token_residual", "max |difference| = 0"):
+        assert text in out

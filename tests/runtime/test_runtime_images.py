@@ -186,7 +186,7 @@ def test_enlarging_is_bicubic(tmp_path):
 
 
 def test_pixels_to_float_is_the_training_scaling():
-    from litenet.train.reference import pixels_to_float
+    from litenet.ops import pixels_to_float
 
     a = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1).repeat(3, axis=3)
     x = im.pixels_to_float(a)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from litenet import forward, ops
 from litenet.export.checks import fp32_tolerance, plan_tolerance
 from litenet.runtime import int8_plan
 from litenet.runtime.cuda_net import forward_fp32, load_fp32
@@ -101,13 +102,14 @@ def check_int8_layers(backend, folder, images: np.ndarray) -> dict:
     launches = iter(run.launches)
     dev.launch(next(launches))  # embedding
     h = got("h")[:, :d]
-    np.testing.assert_array_equal(h, plan.linear(int8_plan.embed_rows(images, plan.embed, plan.input_shift), "embed"))
+    op = {o.name: o for o in plan.ops}
+    np.testing.assert_array_equal(h, forward.run(plan.ops, t, images, product=plan.product, until="embed").values["embed"])
     flips = 0
-    for i in range(plan.blocks):
+    for i in range(plan.model.blocks):
         p = f"blocks.{i}"
         np.testing.assert_array_equal(q_bytes("qh", d), int8_plan.quantize(h, t[f"{p}.fc1.input_scale"]))
         dev.launch(next(launches))  # fc1 + GELU + quantize for fc2
-        want_qa = int8_plan.quantize(int8_plan.gelu(plan.linear(h, f"{p}.fc1")), t[f"{p}.fc2.input_scale"])
+        want_qa = int8_plan.quantize(ops.gelu_forward(plan.product(op[f"{p}.fc1"], h)), t[f"{p}.fc2.input_scale"])
         qa = q_bytes("qa", H)
         assert np.abs(qa.astype(int) - want_qa).max(initial=0) <= 1
         flips += int((qa != want_qa).sum())
@@ -117,15 +119,15 @@ def check_int8_layers(backend, folder, images: np.ndarray) -> dict:
                       + t[f"{p}.fc2.bias"])
         np.testing.assert_array_equal(got("s")[:, :d], want_s)
         dev.launch(next(launches))  # LayerNorm, and after the last block the head
-        want_h = int8_plan.layernorm(want_s, t[f"{p}.ln.gamma"], t[f"{p}.ln.beta"], plan.ln_eps)
-        if i < plan.blocks - 1:
+        want_h = ops.layernorm_forward(want_s, t[f"{p}.ln.gamma"], t[f"{p}.ln.beta"], plan.model.ln_eps)[0]
+        if i < plan.model.blocks - 1:
             h = got("h")[:, :d]
             np.testing.assert_allclose(h, want_h, rtol=0, atol=64 * EPS32 * max(1.0, float(np.abs(want_h).max())))
-    want = plan.linear(want_h, "head")
+    want = plan.product(op["head"], want_h)
     head_flips = int((np.abs(got("logits") - want).max(axis=1) > plan_tolerance(want)).sum())
     assert head_flips <= max(1, B // 500)
     assert flips <= max(1, B * H // 1000), f"{flips} GELU outputs quantized to the neighbouring integer"
-    return {"images": B, "gelu_rounding_flips": flips, "gelu_values": B * H * plan.blocks, "head_flips": head_flips}
+    return {"images": B, "gelu_rounding_flips": flips, "gelu_values": B * H * plan.model.blocks, "head_flips": head_flips}
 
 
 def plan_shape_width(plan) -> int:

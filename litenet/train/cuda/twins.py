@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from litenet.model import ModelConfig, TrainConfig, param_layout, param_views
+from litenet import ops
 from litenet.train import reference as ref
 from litenet.train.cuda.check import Check
 from litenet.train.cuda.layout import StatsLayout
@@ -42,7 +43,7 @@ class Twins:
 
     def _inputs(self, inp) -> np.ndarray:
         """s(x) of the batch in float64 (what embed_inputs / embed_forward_rows write to S)."""
-        return ref.embed_inputs(ref.pixels_to_float(self._images(inp), np.float64), self.m.embed, self.m.input_shift)
+        return ops.embed_inputs(ops.pixels_to_float(self._images(inp), np.float64), self.m.embed, self.m.input_shift)
 
     def embed_inputs(self) -> Check:
         # S sums at most 3 rounded values (a colour sum), each a rounded x/255 − shift
@@ -51,13 +52,13 @@ class Twins:
     def embed_forward(self, out) -> Check:
         m = self.m
         return Check({"W": self.pv["embed.weight"], **self._batch()}, {"h0": out},
-                     lambda i, pos: {"h0": ref.embed_forward(self._images(i), i["W"], m.embed, m.input_shift)},
+                     lambda i, pos: {"h0": ops.embed_forward(self._images(i), i["W"], m.embed, m.input_shift)},
                      {"h0": 3 * m.embed_inputs})
 
     def embed_forward_rows(self, out) -> Check:
         m = self.m
         def twin(i, pos):
-            return {"h0": ref.embed_forward(self._images(i), i["W"], m.embed, m.input_shift), "S": self._inputs(i)}
+            return {"h0": ops.embed_forward(self._images(i), i["W"], m.embed, m.input_shift), "S": self._inputs(i)}
         return Check({"W": self.pv["embed.weight"], **self._batch()}, {"h0": out, "S": self.v["S"]}, twin,
                      {"h0": 3 * m.embed_inputs, "S": 3})
 
@@ -65,7 +66,7 @@ class Twins:
         m = self.m
         return Check({"dh0": self.v["G1"], "W": self.pv["embed.weight"], **self._batch()},
                      {"embed.weight": self.gv["embed.weight"]},
-                     lambda i, pos: {"embed.weight": ref.embed_backward(i["dh0"], self._images(i), i["W"], m.embed,
+                     lambda i, pos: {"embed.weight": ops.embed_backward(i["dh0"], self._images(i), i["W"], m.embed,
                                                                         m.input_shift)[0]},
                      {"embed.weight": 3 * self.B})
 
@@ -80,11 +81,11 @@ class Twins:
             return Check(reads, {f"{layer} u": outs[0], f"{layer} a": outs[1]}, twin,
                          {f"{layer} u": n_in, f"{layer} a": n_in})
         return Check(reads, {f"{layer} y": outs[0]},
-                     lambda i, pos: {f"{layer} y": ref.linear_forward(i["x"], i["W"], i["b"])}, {f"{layer} y": n_in})
+                     lambda i, pos: {f"{layer} y": ops.linear_forward(i["x"], i["W"], i["b"])}, {f"{layer} y": n_in})
 
     def linear_backward_weight(self, x, dy, w: str, b: str) -> Check:
         def twin(i, pos):
-            _, dW, db = ref.linear_backward(i["dy"], i["x"], None, want_dx=False)
+            _, dW, db = ops.linear_backward(i["dy"], i["x"], None, want_dx=False)
             return {w: dW, b: db}
         return Check({"x": x, "dy": dy}, {w: self.gv[w], b: self.gv[b]}, twin, {w: self.B, b: self.B})
 
@@ -93,13 +94,13 @@ class Twins:
         n_out = self.pv[w].shape[1]
         def twin(i, pos):
             x = np.zeros((len(i["dy"]), i["W"].shape[0]))  # linear_backward wants x for ∂W; only ∂x is used
-            return {name: ref.linear_backward(i["dy"], x, i["W"])[0]}
+            return {name: ops.linear_backward(i["dy"], x, i["W"])[0]}
         return Check({"dy": dy, "W": self.pv[w]}, {name: dx}, twin, {name: n_out})
 
     def residual_layernorm_forward(self, blk: int) -> Check:
         v, p, d = self.v, f"blocks.{blk}.", self.m.width
         def twin(i, pos):
-            y, (n, rstd) = ref.residual_layernorm_forward(i["x"], i["v"], i["gamma"], i["beta"], self.m.ln_eps)
+            y, (n, rstd) = ops.residual_layernorm_forward(i["x"], i["v"], i["gamma"], i["beta"], self.m.ln_eps)
             return {f"{p}ln y": y, f"{p}ln n": n, f"{p}ln rstd": rstd[:, 0]}
         return Check({"x": v["X"][blk], "v": v["V"], "gamma": self.pv[p + "ln.gamma"], "beta": self.pv[p + "ln.beta"]},
                      {f"{p}ln y": v["X"][blk + 1], f"{p}ln n": v["NRM"][blk], f"{p}ln rstd": v["RSTD"][blk]}, twin,
@@ -108,7 +109,7 @@ class Twins:
     def residual_layernorm_backward(self, blk: int) -> Check:
         v, p = self.v, f"blocks.{blk}."
         def twin(i, pos):
-            ds, dg, db = ref.residual_layernorm_backward(i["dy"], (i["n"], i["rstd"][:, None]), i["gamma"])
+            ds, dg, db = ops.residual_layernorm_backward(i["dy"], (i["n"], i["rstd"][:, None]), i["gamma"])
             return {f"{p}∂s": ds, p + "ln.gamma": dg, p + "ln.beta": db}
         return Check({"dy": v["G1"], "n": v["NRM"][blk], "rstd": v["RSTD"][blk], "gamma": self.pv[p + "ln.gamma"]},
                      {f"{p}∂s": v["G2"], p + "ln.gamma": self.gv[p + "ln.gamma"], p + "ln.beta": self.gv[p + "ln.beta"]},
@@ -117,7 +118,7 @@ class Twins:
     def gelu_backward(self, blk: int) -> Check:
         name = f"blocks.{blk} ∂u"
         return Check({"da": self.v["GH"], "u": self.v["U"][blk]}, {name: self.v["GH"]},
-                     lambda i, pos: {name: ref.gelu_backward(i["da"], i["u"])})
+                     lambda i, pos: {name: ops.gelu_backward(i["da"], i["u"])})
 
     def residual_join(self, blk: int) -> Check:
         slot = self.st.path + 3 * blk
@@ -131,9 +132,9 @@ class Twins:
     def loss_forward(self, kind: str) -> Check:
         def twin(i, pos):
             if kind == "margin_loss":
-                value, per = ref.margin_loss_forward(i["z"], self._labels(i), self.t.margin)
+                value, per = ops.margin_loss_forward(i["z"], self._labels(i), self.t.margin)
             else:
-                value, per = ref.cross_entropy_forward(i["z"], self._labels(i))
+                value, per = ops.cross_entropy_forward(i["z"], self._labels(i))
             return {"per-image loss": per, "loss": i["before"] + value}
         return Check({"z": self.v["Z"], "before": self._row(self.st.loss), **self._batch()},
                      {"per-image loss": self.v["PS"], "loss": self._row(self.st.loss)}, twin,
@@ -142,8 +143,8 @@ class Twins:
     def loss_backward(self, kind: str) -> Check:
         def twin(i, pos):
             if kind == "margin_loss":
-                return {"∂z": ref.margin_loss_backward(i["z"], self._labels(i), self.t.margin)}
-            return {"∂z": ref.cross_entropy_backward(i["z"], self._labels(i))}
+                return {"∂z": ops.margin_loss_backward(i["z"], self._labels(i), self.t.margin)}
+            return {"∂z": ops.cross_entropy_backward(i["z"], self._labels(i))}
         return Check({"z": self.v["Z"], **self._batch()}, {"∂z": self.v["DZ"]}, twin, {"∂z": self.m.classes})
 
     def grad_norm_sq(self) -> Check:
@@ -199,7 +200,7 @@ class Twins:
         v, m, L, st = self.v, self.m, self.m.blocks, self.st
         names = ("X", "U", "A", "NRM", "RSTD", "DY", "DS", "Z", "DH0")
         def twin(i, pos):
-            out = ref.fused_rows(self._params(i), i["h0"], self._labels(i), L, self.t.loss, self.t.margin, m.ln_eps)
+            out = ref.fused_rows(i["params"], i["h0"], self._labels(i), m, self.t.loss, self.t.margin)
             want = {k: out[k] for k in names}
             want["loss"] = i["loss before"] + out["loss"]
             want["path sums"] = i["path before"] + out["path"].ravel()
