@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from litenet.gpu import sources
+from litenet.gpu.launch import THREADS
 
 # -std=c++14 is the newest standard every NVRTC LiteNet supports (CUDA 11.0 onwards) accepts.
 NVRTC_OPTIONS = ("-std=c++14",)
@@ -42,7 +43,7 @@ class CupyDevice:
 
     def launch(self, launch) -> None:
         with self.stream:
-            self.kernel(launch.kernel)((launch.grid,), (256,), launch.args, shared_mem=launch.shared)
+            self.kernel(launch.kernel)((launch.grid,), (THREADS,), launch.args, shared_mem=launch.shared)
 
     def capture(self, launches):
         """One CUDA graph of the launches; replay it with `replay`."""
@@ -52,7 +53,7 @@ class CupyDevice:
             self.stream.begin_capture()
             try:
                 for launch in launches:
-                    self.kernel(launch.kernel)((launch.grid,), (256,), launch.args, shared_mem=launch.shared)
+                    self.kernel(launch.kernel)((launch.grid,), (THREADS,), launch.args, shared_mem=launch.shared)
             finally:
                 graph = self.stream.end_capture()
         return graph

@@ -16,39 +16,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from litenet.errors import LiteNetError
-from litenet.gpu import sources
+from litenet.gpu.launch import SMEM_LIMIT, THREADS, Launch, check_launch
 from litenet.runtime.cuda_net import PackedNet, layers, pad64, phases
 
 i32, f32 = np.int32, np.float32
 ROWS = 8                  # IR_ROWS in infer_words.cuh: images per rowdot pass
 TILE = 64                 # IT_TILE
-THREADS = 256
-SMEM_LIMIT = 48 * 1024    # dynamic + static shared memory without an opt-in attribute
 STATIC_SMEM = 2 * 1024    # the rows kernels' own shared arrays (LUTs, partial sums), rounded up
 MODES = ("fused", "phases", "tiles")
-
-
-@dataclass(frozen=True)
-class Launch:
-    kernel: str
-    grid: int
-    args: tuple
-    shared: int = 0
-
-
-def check_launch(launch: Launch) -> None:
-    """Every argument against the kernel's signature: a wrong dtype on a GPU is silent corruption."""
-    params = sources.signatures(sources.kernel_file(launch.kernel))[launch.kernel]
-    if len(params) != len(launch.args):
-        raise TypeError(f"{launch.kernel}: {len(launch.args)} arguments for {len(params)} parameters")
-    for p, a in zip(params, launch.args):
-        if p.kind == "pointer":
-            ok = hasattr(a, "dtype") and a.dtype == np.dtype(p.dtype) and a.flags.c_contiguous
-        else:
-            ok = isinstance(a, i32 if p.kind == "int" else f32)
-        if not ok:
-            raise TypeError(f"{launch.kernel}.{p.name}: wrong argument {type(a).__name__} "
-                            f"{getattr(a, 'dtype', '')} for a {p.kind} {p.dtype}")
 
 
 class DeviceNet:

@@ -23,7 +23,7 @@ import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.graph import residuals
-from litenet.model import AnyModel, TrainConfig, configs_to_json, init_params, param_layout
+from litenet.model import AnyModel, TrainConfig, init_params, param_layout
 from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint

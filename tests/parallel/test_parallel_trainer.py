@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from parallel_fixtures import DriftingBackend, SpyBackend, run_ranks, split, stats_agree, weights_agree
+from parallel_fixtures import SpyBackend, run_ranks, split, stats_agree, weights_agree
 
 from litenet.model import ModelConfig, TrainConfig
 from litenet.train.backends import BACKENDS

@@ -21,7 +21,7 @@ import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.model import ModelConfig, TrainConfig, param_count
-from litenet.gpu import sources
+from litenet.gpu.launch import check_launch
 from litenet.train.cuda.check import KernelMismatch, run_checked
 from litenet.train.cuda.geometry import Geometry, choose_plan
 from litenet.train.cuda.layout import StatsLayout, param_offsets
@@ -252,18 +252,8 @@ class CudaBackend:
     def _validated(self, launches):
         """Check every launch's arguments against its kernel's declared parameters, once."""
         for launch in launches:
-            if isinstance(launch, AllReduce):
-                continue
-            params = sources.signatures(sources.kernel_file(launch.kernel))[launch.kernel]
-            if len(params) != len(launch.args):
-                raise TypeError(f"{launch.kernel}: {len(launch.args)} arguments for {len(params)} parameters")
-            for p, arg in zip(params, launch.args):
-                ok = (isinstance(arg, np.int32) if p.kind == "int" else isinstance(arg, np.float32) if p.kind == "float"
-                      else hasattr(arg, "shape") and not np.isscalar(arg) and arg.dtype == np.dtype(p.dtype)
-                      and arg.flags.c_contiguous)
-                if not ok:
-                    raise TypeError(f"{launch.kernel}: argument {p.name} should be a {p.kind} {p.dtype}, got "
-                                    f"{type(arg).__name__} {getattr(arg, 'dtype', '')}")
+            if not isinstance(launch, AllReduce):
+                check_launch(launch)
         return launches
 
 

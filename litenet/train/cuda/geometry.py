@@ -13,13 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from litenet.gpu.launch import SMEM_LIMIT, THREADS
 from litenet.model import ModelConfig
 
 TILE = 64
 SLAB = TILE * TILE + TILE  # floats per split-K partial of a 64 × 64 tile and its column sums (gemm.cuh LN_SLAB)
-THREADS = 256
 SPLITS_MAX = 16  # the last block of a tile reads every split's 16 KiB partial: keep that under 256 KiB
-SMEM_LIMIT = 48 * 1024  # static + dynamic shared memory every CUDA GPU grants without opting in
 ROWS_MAX = 16  # kernels/gemm.cuh LN_ROWS_MAX
 LAYOUT_MAX = 64  # kernels/fused_rows.cu LN_LAYOUT_MAX: parameter offsets held in shared memory
 JOB_EMBED, JOB_FC1, JOB_FC2, JOB_HEAD, JOB_LAYERNORM = range(5)  # kernels/fused_weight_grads.cu

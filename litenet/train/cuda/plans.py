@@ -22,21 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from litenet.model import ModelConfig, TrainConfig, param_count, param_layout, param_views
-from litenet.train.cuda.check import Check
-from litenet.train.cuda.geometry import THREADS, Geometry
+from litenet.gpu.launch import THREADS, Launch
+from litenet.train.cuda.geometry import Geometry
 from litenet.train.cuda.layout import ArenaPlan, StatsLayout
 from litenet.train.cuda.twins import Twins
 
 i32, f32 = np.int32, np.float32
-
-
-@dataclass
-class Launch:
-    kernel: str
-    grid: int
-    args: tuple
-    shared: int = 0
-    check: Check | None = None
 
 
 @dataclass

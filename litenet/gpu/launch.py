@@ -1,0 +1,48 @@
+"""A kernel launch as data, and the check of its arguments against the kernel's declared parameters.
+
+The trainer (litenet/train/cuda/plans.py) and the inference runtime (litenet/runtime/cuda_plan.py)
+both describe their work as lists of Launch, which the device runs or captures into a CUDA graph.
+Every kernel runs with THREADS threads per block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from litenet.gpu import sources
+
+THREADS = 256  # threads per block of every LiteNet kernel (the kernels' loops assume it)
+SMEM_LIMIT = 48 * 1024  # static + dynamic shared memory every CUDA GPU grants without opting in
+
+
+@dataclass
+class Launch:
+    """One kernel launch: `grid` blocks of THREADS threads, `args` as the kernel declares them,
+    `shared` bytes of dynamic shared memory, and (training, --check-kernels) the Check that holds
+    it to its NumPy twin."""
+
+    kernel: str
+    grid: int
+    args: tuple
+    shared: int = 0
+    check: object = None
+
+
+def check_launch(launch: Launch) -> None:
+    """Every argument against the kernel's signature: a wrong dtype on a GPU is silent memory corruption.
+
+    Pointers must be C-contiguous arrays of the pointee's dtype, scalars np.int32 / np.float32.
+    """
+    params = sources.signatures(sources.kernel_file(launch.kernel))[launch.kernel]
+    if len(params) != len(launch.args):
+        raise TypeError(f"{launch.kernel}: {len(launch.args)} arguments for {len(params)} parameters")
+    for p, arg in zip(params, launch.args):
+        if p.kind == "pointer":
+            ok = hasattr(arg, "shape") and not np.isscalar(arg) and arg.dtype == np.dtype(p.dtype) and arg.flags.c_contiguous
+        else:
+            ok = isinstance(arg, np.int32 if p.kind == "int" else np.float32)
+        if not ok:
+            raise TypeError(f"{launch.kernel}: argument {p.name} should be a {p.kind} {p.dtype}, got "
+                            f"{type(arg).__name__} {getattr(arg, 'dtype', '')}")
