@@ -6,18 +6,22 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from litenet.model import ModelConfig, TrainConfig, init_params, param_views
+from litenet.model import MixerConfig, ModelConfig, TrainConfig, init_params, param_views
 from litenet.weights import save_model
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 # Every shape the presets can take: both embeddings, with and without the input shift, 1–3 blocks,
-# widths that are not multiples of 4 (the dp4a word) or of each other.
+# widths that are not multiples of 4 (the dp4a word) or of each other; and Mixers with 4×4 and 8×8
+# patches (token MLPs wider and narrower than the patch count).
 SHAPES = {
     "seed-like": ModelConfig(embed="channel-sum", width=8, hidden=16, blocks=1),
     "full-shift": ModelConfig(embed="full", input_shift=0.5, width=12, hidden=20, blocks=2),
     "sum-shift-3": ModelConfig(embed="channel-sum", input_shift=0.25, width=6, hidden=10, blocks=3),
+    "mixer-8": MixerConfig(patch=8, width=12, token_hidden=6, channel_hidden=20, blocks=2),
+    "mixer-4": MixerConfig(patch=4, width=8, token_hidden=70, channel_hidden=12, blocks=1, input_shift=0.0),
 }
+MLP_SHAPES = tuple(name for name, model in SHAPES.items() if model.family == "mlp")
 
 
 def tiny_params(model: ModelConfig, seed: int = 0) -> np.ndarray:

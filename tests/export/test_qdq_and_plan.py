@@ -6,9 +6,15 @@ import numpy as np
 import pytest
 
 import export_fixtures as fx
+import onnx
+import onnxruntime as ort
+
 from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine
 from litenet.export import scales as sc
+from litenet.graph import products
 from litenet.runtime import int8_plan as plan_rt
+
+EPS32 = float(np.finfo(np.float32).eps)
 
 
 @pytest.fixture(scope="module", params=sorted(fx.SHAPES))
@@ -47,23 +53,64 @@ def test_onnx_runtime_runs_every_matmul_as_int8(built):
     model, _, _, proto, _ = built
     report = evaluate.kernel_report(proto)
     assert report["float_matmuls_after_dq"] == []
-    assert report["ops"].get("MatMulIntegerToFloat", 0) == 2 + 2 * model.blocks
+    assert report["ops"].get("MatMulIntegerToFloat", 0) == len(products(model))
     assert "DequantizeLinear" not in report["ops"]  # no weight is dequantized per call
 
 
 def test_plan_executor_matches_onnx_runtime(built):
-    _, _, _, proto, plan = built
+    model, _, _, proto, plan = built
     x = fx.images(300, seed=8)
     z_onnx = evaluate.logits(evaluate.session(proto), x)
     result = checks.plan_agreement(plan_rt.run_plan(plan, x), z_onnx)
     assert result["argmax_agreement"] >= 0.99, result
-    assert result["images_with_rounding_flips"] <= 3, result  # an activation a float-ulp from a .5 tie
+    if model.family == "mlp":  # tens of quantized activations an image: a flip (a float-ulp from a .5 tie) is rare
+        assert result["images_with_rounding_flips"] <= 3, result
+    # A Mixer quantizes T·d values per layer and image: some image almost always has an activation
+    # that ONNX Runtime's LayerNorm puts one ulp on the other side of a .5 step; the products
+    # themselves are held exactly by test_every_int8_product_is_onnx_runtimes_from_the_same_input.
+
+
+def _to_plan_layout(op, value: np.ndarray) -> np.ndarray:
+    """An ONNX tensor (N, …) in the plan's layout: (N, T, d) → (T, N, d); a token product's (N, d, T) → (T, N, d)."""
+    if value.ndim == 2:
+        return value
+    transposed = op.kind == "token_linear"
+    return value.transpose(2, 0, 1) if transposed else value.transpose(1, 0, 2)
+
+
+def test_every_int8_product_is_onnx_runtimes_from_the_same_input(built):
+    """Fed the very input ONNX Runtime quantized, each plan product gives ONNX Runtime's output up to
+    float32 rounding: the integer arithmetic (scales, layouts, per-channel axes, biases) is the same."""
+    model, _, _, proto, plan = built
+    x = fx.images(40, seed=9)
+    quantizes = {n.output[0]: n.input[0] for n in proto.graph.node if n.op_type == "QuantizeLinear"}
+    wanted = {}
+    for op in products(model):
+        wanted[op.name] = (quantizes[f"{op.name}.input.quantized"], onnx_graph.OUTPUT_NAME if op.name == "head"
+                           else f"{op.name}.out")
+    probe = onnx.ModelProto()
+    probe.CopyFrom(proto)
+    for pair in wanted.values():
+        for name in pair:
+            if name != onnx_graph.OUTPUT_NAME:
+                probe.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the QDQ graph as written
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"images": x.astype(np.float32) / 255})))
+    for op in products(model):
+        x_name, y_name = wanted[op.name]
+        ours = plan.product(op, _to_plan_layout(op, got[x_name]))
+        theirs = _to_plan_layout(op, got[y_name])
+        k = op.params[0].shape[0]
+        bound = 4 * k * EPS32 * float(np.abs(theirs).max() + 1)  # float32 sums of k dequantized products
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=bound, err_msg=op.name)
 
 
 def test_plan_holds_out_in_int8_weights_and_per_channel_scales(built):
     model, params, scales, _, plan = built
     w = plan.tensors["embed.weight"]
-    assert w.dtype == np.int8 and w.shape == (model.width, model.embed_inputs)
+    assert w.dtype == np.int8 and w.shape == (model.width, products(model)[0].params[0].shape[0])
     assert np.abs(w).max() == plan_rt.WEIGHT_MAX  # every column reaches the edge of its own scale
     assert plan.tensors["embed.weight_scale"].shape == (model.width,)
     assert plan.tensors["head.input_scale"][0] == np.float32(scales.activation["head.input"])

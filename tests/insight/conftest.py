@@ -12,12 +12,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from litenet.data import CLASS_NAMES, Cifar10, Split  # noqa: E402
-from litenet.model import ModelConfig, TrainConfig, init_params, param_count, param_views  # noqa: E402
+from litenet.model import MixerConfig, ModelConfig, TrainConfig, init_params, param_count, param_views  # noqa: E402
 from litenet.weights import save_model  # noqa: E402
 
 # Width 2, hidden 1, eps 3: small enough to follow by hand (tests/insight/test_insight_monitors.py).
 HAND_MODEL = ModelConfig(embed="full", width=2, hidden=1, blocks=1, classes=2, ln_eps=3.0)
 TINY_MODEL = ModelConfig(embed="full", input_shift=0.5, width=16, hidden=24, blocks=2)
+TINY_MIXER = MixerConfig(patch=8, width=8, token_hidden=6, channel_hidden=12, blocks=2)
 TINY_TRAIN = TrainConfig(epochs=1, batch_size=16, lr_base=0.2, warmup_steps=5, loss="cross-entropy")
 
 
@@ -64,6 +65,14 @@ def model_dir(tmp_path):
     """A model folder with the tiny network's seeded initial weights."""
     folder = tmp_path / "model"
     save_model(folder, init_params(TINY_MODEL, 0), TINY_MODEL, TINY_TRAIN, "tiny", classes=list(CLASS_NAMES))
+    return folder
+
+
+@pytest.fixture
+def mixer_dir(tmp_path):
+    """A model folder with a tiny Mixer's seeded initial weights."""
+    folder = tmp_path / "mixer"
+    save_model(folder, init_params(TINY_MIXER, 0), TINY_MIXER, TINY_TRAIN, "tiny-mixer", classes=list(CLASS_NAMES))
     return folder
 
 

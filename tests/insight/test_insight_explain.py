@@ -104,3 +104,36 @@ def test_explain_and_eval_write_beside_a_run_but_never_into_the_shipped_models(t
     assert common.output_folder(None, shipped, "eval") == common.RUNS_DIR / "eval" / "litenet-base"
     assert common.output_folder(None, shipped, "explain") == common.RUNS_DIR / "explain" / "litenet-base"
     assert common.output_folder("somewhere", shipped, "eval") == Path("somewhere")  # asked for: allowed
+
+
+def test_explain_and_eval_take_a_mixer_unchanged(tmp_path, mixer_dir, dataset, capsys):
+    Image.fromarray(dataset.test.images[0]).save(tmp_path / "cifar.png")
+    out = tmp_path / "out"
+    assert main(["explain", str(tmp_path / "cifar.png"), "--model", str(mixer_dir), "--out", str(out)]) == 0
+    assert (out / "cifar.saliency.png").read_bytes()[:8] == PNG
+    assert main(["eval", "--model", str(mixer_dir), "--out", str(tmp_path / "ev")]) == 0
+    assert "test accuracy" in capsys.readouterr().out
+
+
+def test_mixer_saliency_is_the_input_gradient_times_the_input(mixer_dir, dataset):
+    """The Mixer's map is Σ_k (x − shift) · ∂z_pred/∂x from its hand-written backward; one pixel's
+    gradient is checked against central differences."""
+    from conftest import TINY_MIXER
+
+    from litenet.train import network
+    from litenet.weights import load_model
+
+    params = load_model(mixer_dir)[0].astype(np.float64)
+    image = dataset.test.images[:1].astype(np.float64) / 255
+    z, maps = saliency(params, image, TINY_MIXER)
+    pred, (i, j, k), eps = int(z[0].argmax()), (5, 17, 1), 1e-6
+
+    def logit(delta):
+        bumped = image.copy()
+        bumped[0, i, j, k] += delta
+        return network.forward(params, bumped, TINY_MIXER).z[0, pred]
+
+    dx = network.backward(params, network.forward(params, image, TINY_MIXER), np.eye(10)[[pred]], TINY_MIXER,
+                          want_dx=True)[1]
+    assert dx[0, i, j, k] == pytest.approx((logit(eps) - logit(-eps)) / (2 * eps), rel=1e-6)
+    assert maps[0, i, j] == pytest.approx(float(((image[0, i, j] - TINY_MIXER.input_shift) * dx[0, i, j]).sum()))

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 
 import export_fixtures as fx  # noqa: E402,F401
 
-EXPORTED = ("full-shift", "seed-like")
+EXPORTED = ("full-shift", "seed-like", "mixer-8")
 
 
 def png_bytes(img) -> bytes:

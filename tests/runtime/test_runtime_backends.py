@@ -281,3 +281,16 @@ def test_file_names_match_the_exporter():
     assert (model_files.FP32_ONNX, model_files.INT8_ONNX, model_files.PLAN) == (
         pipeline.FP32_FILE, pipeline.INT8_FILE, pipeline.PLAN_FILE)
     assert (model_files.WEIGHTS, model_files.CONFIG) == (WEIGHTS_FILE, CONFIG_FILE)
+
+
+def test_cuda_backend_declines_a_mixer_in_one_line_and_auto_takes_onnxruntime(exported):
+    from litenet.runtime.backends import choose
+    from litenet.runtime.cuda_backend import CudaInference
+
+    files = ModelFiles.locate(exported["mixer-8"])
+    assert files.family() == "mixer"
+    for precision in ("fp32", "int8"):
+        reason = CudaInference.unavailable_reason(files, precision)
+        assert reason == "its kernels run the MLP family; this model is a mixer"
+        choice = choose("auto", files, precision)
+        assert choice.cls.name == "onnxruntime" and ("cuda", reason) in choice.notes
