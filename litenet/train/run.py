@@ -72,7 +72,7 @@ def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
     """Train as one rank of `comm` (the whole run when None): every rank of a launch runs this.
     Returns the exit code: 0 finished, 3 diverged, 130 interrupted (checkpoint saved)."""
     from litenet.data import open_cifar10
-    from litenet.train.trainer import Split, Trainer
+    from litenet.train.trainer import LoopOptions, Split, TrainData, Trainer
 
     name, model, train = settings(opts)
     writer = comm is None or comm.rank == 0
@@ -87,10 +87,11 @@ def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
         print(f"litenet train: {name} on {len(train_split.images)} images, {backend} backend{ranks}, "
               f"{train.epochs} epochs of {len(train_split.images) // train.batch_size} steps → {out}", flush=True)
     started = time.perf_counter()
-    result = Trainer(name, model, train, out, train_split, test_split, tuple(ds.classes), backend=backend,
-                     backend_options=options, resume=opts.resume, force=opts.force, progress=opts.progress,
-                     data_info={"train_images": len(train_split.images), "test_images": len(test_split.images)},
-                     comm=comm).run()
+    data = TrainData(train_split, test_split, tuple(ds.classes),
+                     info={"train_images": len(train_split.images), "test_images": len(test_split.images)})
+    loop = LoopOptions(backend=backend, backend_options=options, resume=opts.resume, force=opts.force,
+                       progress=opts.progress)
+    result = Trainer(name, model, train, out, data, loop, comm=comm).run()
     if result.stopped == "diverged":
         return 3
     if result.stopped == "interrupted":

@@ -16,7 +16,7 @@ import json
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,29 @@ TRAIN_EVAL_IMAGES = 10_000  # training accuracy is measured on this fixed prefix
 class Split:
     images: np.ndarray  # uint8 (N, 32, 32, 3)
     labels: np.ndarray  # uint8 (N,)
+
+
+@dataclass(frozen=True)
+class TrainData:
+    """What a run trains on and is scored on, and how the saved model describes it."""
+
+    train_split: Split
+    test_split: Split
+    classes: tuple[str, ...]  # the class names, in label order, saved with the weights
+    info: dict = field(default_factory=dict)  # saved as the model's "data" record (e.g. image counts)
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """How the loop runs: which backend, whether to resume or overwrite, how often to read back."""
+
+    backend: str = "numpy"  # a name in litenet.train.backends.BACKENDS
+    backend_options: dict = field(default_factory=dict)  # keyword arguments of the backend class
+    resume: bool = False  # continue from the folder's checkpoint
+    force: bool = False  # overwrite a run already in the folder
+    chunk_steps: int = 50  # steps handed to the backend between two read-backs of the statistics
+    progress: bool = True  # a progress bar (rank 0 only)
+    stop_after_steps: int | None = None  # for tests: behave as if Ctrl-C came after N steps
 
 
 @dataclass
@@ -81,27 +104,20 @@ def _in_main_thread() -> bool:
 class Trainer:
     """Trains one model into one folder; `run()` starts or resumes and returns how it ended."""
 
-    def __init__(self, preset: str, model: AnyModel, train: TrainConfig, out: str | Path,
-                 train_split: Split, test_split: Split, classes: tuple[str, ...], backend: str = "numpy",
-                 backend_options: dict | None = None, resume: bool = False, force: bool = False,
-                 chunk_steps: int = 50, progress: bool = True, data_info: dict | None = None,
-                 stop_after_steps: int | None = None, comm=None):
+    def __init__(self, preset: str, model: AnyModel, train: TrainConfig, out: str | Path, data: TrainData,
+                 options: LoopOptions = LoopOptions(), comm=None):
         self.preset, self.model, self.train = preset, model, train
         self.out = Path(out)
-        self.train_split, self.test_split, self.classes = train_split, test_split, classes
-        self.backend_name, self.backend_options = backend, dict(backend_options or {})
+        self.data, self.options = data, options
+        self.backend_options = dict(options.backend_options)  # plus the communicator when the ranks reduce
         self.comm = comm or SingleRank()
         self.writer = self.comm.rank == 0  # rank 0 alone evaluates and writes files
         local_columns(train.batch_size, self.comm)  # a batch that does not split over the ranks fails here
         if reduces(self.comm):
             self.backend_options["comm"] = self.comm
-        self.resume, self.force = resume, force
-        self.chunk_steps, self.progress = chunk_steps, progress
-        self.data_info = data_info or {}
-        self.stop_after_steps = stop_after_steps  # for tests: behave as if Ctrl-C came after N steps
-        self.steps_per_epoch = schedule.steps_per_epoch(len(train_split.images), train)
+        self.steps_per_epoch = schedule.steps_per_epoch(len(data.train_split.images), train)
         if self.steps_per_epoch == 0:
-            raise LiteNetError(f"{len(train_split.images)} training images make no batch of {train.batch_size}")
+            raise LiteNetError(f"{len(data.train_split.images)} training images make no batch of {train.batch_size}")
         self.total_steps = self.steps_per_epoch * train.epochs
         self.metrics = MetricsLog(self.out)
         self.history: list[dict] = []
@@ -116,14 +132,14 @@ class Trainer:
 
     def _start(self):
         """Create the backend from a fresh initialisation or from the checkpoint (every rank reads it)."""
-        has_checkpoint = check_run_folder(self.out, self.resume, self.force)
+        has_checkpoint = check_run_folder(self.out, self.options.resume, self.options.force)
         if self.writer:
             self.out.mkdir(parents=True, exist_ok=True)
         params = init_params(self.model, self.train.seed)
-        backend = backend_class(self.backend_name)(self.model, self.train, params, **self.backend_options)
-        backend.load_dataset(self.train_split.images, self.train_split.labels)
+        backend = backend_class(self.options.backend)(self.model, self.train, params, **self.backend_options)
+        backend.load_dataset(self.data.train_split.images, self.data.train_split.labels)
         position = Position(0, 0, 0)
-        if self.resume and has_checkpoint:
+        if self.options.resume and has_checkpoint:
             state, position, saved_config = load_checkpoint(self.out)
             if json.loads(saved_config) != json.loads(self._config_json()):
                 raise LiteNetError(f"{self.out}: the checkpoint was trained with other settings; resume "
@@ -136,9 +152,9 @@ class Trainer:
         elif self.writer:
             self.metrics.path.unlink(missing_ok=True)
         self.comm.barrier()  # every rank has read the checkpoint before rank 0 may write the next one
-        self._write([{"type": "run", "preset": self.preset, "backend": self.backend_name,
+        self._write([{"type": "run", "preset": self.preset, "backend": self.options.backend,
                       "world_size": self.comm.world_size,
-                      "resumed_at_step": position.global_step if self.resume else None,
+                      "resumed_at_step": position.global_step if self.options.resume else None,
                       "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
                       "residuals": [op.name for op in residuals(self.model)],
                       "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
@@ -154,7 +170,7 @@ class Trainer:
 
     def run(self) -> TrainResult:
         backend, position = self._start()
-        bar = _progress_bar(self.total_steps, position.global_step, self.progress and self.writer)
+        bar = _progress_bar(self.total_steps, position.global_step, self.options.progress and self.writer)
         try:
             with Interrupt(announce=self.writer) as interrupt:
                 for epoch in range(position.epoch, self.train.epochs):
@@ -173,17 +189,17 @@ class Trainer:
         return TrainResult(position, accuracy, "finished")
 
     def _run_epoch(self, backend, epoch: int, first_step: int, interrupt: Interrupt, bar):
-        batches = schedule.epoch_batches(len(self.train_split.images), self.train, epoch)
+        batches = schedule.epoch_batches(len(self.data.train_split.images), self.train, epoch)
         flips = schedule.epoch_flips(batches, self.train, epoch)
         crops = schedule.epoch_crops(batches, self.train, epoch)
         # the epoch's losses so far: a run resumed inside an epoch reports the whole epoch's mean
         started, losses = time.perf_counter(), list(self._resumed_losses) if first_step else []
-        step = first_step
+        step, stop_at = first_step, self.options.stop_after_steps
         while step < self.steps_per_epoch:
-            count = min(self.chunk_steps, self.steps_per_epoch - step)
+            count = min(self.options.chunk_steps, self.steps_per_epoch - step)
             global_step = epoch * self.steps_per_epoch + step
-            if self.stop_after_steps is not None:
-                count = min(count, self.stop_after_steps - global_step)
+            if stop_at is not None:
+                count = min(count, stop_at - global_step)
             lrs = schedule.learning_rates(global_step, count, self.total_steps, self.train)
             part = slice(step, step + count)
             if crops is None:  # backends without crops (the CUDA MLP) take flips alone
@@ -208,13 +224,13 @@ class Trainer:
             step += count
             bar.update(count)
             bar.set_postfix(loss=f"{np.mean(stats['loss']):.4f}", refresh=False)
-            at_limit = self.stop_after_steps is not None and epoch * self.steps_per_epoch + step >= self.stop_after_steps
+            at_limit = stop_at is not None and epoch * self.steps_per_epoch + step >= stop_at
             if (stop or at_limit) and step < self.steps_per_epoch:
                 position = Position(epoch, step, epoch * self.steps_per_epoch + step)
                 self._save(backend, position, epoch_losses=losses)
                 return TrainResult(position, None, "interrupted")
         position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
-        at_limit = self.stop_after_steps is not None and position.global_step >= self.stop_after_steps
+        at_limit = stop_at is not None and position.global_step >= stop_at
         record = {}
         if self.writer:
             seconds = time.perf_counter() - started
@@ -248,8 +264,9 @@ class Trainer:
     # -- evaluation, saving, reporting -------------------------------------------------------------
 
     def _evaluate(self, backend, epoch: int, train_loss: float, seconds: float, steps: int) -> dict:
-        test_loss, test_acc = self.score(backend, self.test_split)
-        train_eval = Split(self.train_split.images[:TRAIN_EVAL_IMAGES], self.train_split.labels[:TRAIN_EVAL_IMAGES])
+        test_loss, test_acc = self.score(backend, self.data.test_split)
+        train = self.data.train_split
+        train_eval = Split(train.images[:TRAIN_EVAL_IMAGES], train.labels[:TRAIN_EVAL_IMAGES])
         _, train_acc = self.score(backend, train_eval)
         return {"type": "epoch", "epoch": epoch, "step": (epoch + 1) * self.steps_per_epoch,
                 "train_loss": train_loss, "train_accuracy": train_acc, "test_loss": test_loss,
@@ -271,10 +288,10 @@ class Trainer:
         extra = {EPOCH_LOSSES: np.asarray(epoch_losses, np.float64)} if len(epoch_losses) else {}
         save_checkpoint(self.out, {**state, **extra}, position, self._config_json())
         last = self.history[-1] if self.history else {}
-        save_model(self.out, state["params"], self.model, self.train, self.preset, classes=list(self.classes),
-                   epochs_done=position.epoch, global_step=position.global_step, backend=self.backend_name,
+        save_model(self.out, state["params"], self.model, self.train, self.preset, classes=list(self.data.classes),
+                   epochs_done=position.epoch, global_step=position.global_step, backend=self.options.backend,
                    test_accuracy=last.get("test_accuracy"), train_accuracy=last.get("train_accuracy"),
-                   data=self.data_info)
+                   data=self.data.info)
 
     def _plot(self, every_seconds: float = 0.0) -> None:
         """Redraw curves.png and gradients.png, at most every `every_seconds` (drawing costs about a second each)."""

@@ -24,7 +24,7 @@ from litenet.train import monitors
 from litenet.model import TrainConfig, param_layout
 from litenet.train import network
 from litenet.train import trainer as trainer_module
-from litenet.train.trainer import Split, Trainer
+from litenet.train.trainer import LoopOptions, Split, TrainData, Trainer
 
 HAND_TRAIN = TrainConfig(epochs=1, batch_size=1, lr_base=25.6, momentum=0.0, weight_decay=0.0, warmup_steps=1,
                          loss="margin", margin=0.3)  # lr = 25.6 × 1 / 256 = 0.1
@@ -60,7 +60,8 @@ def hand_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(trainer_module, "init_params", lambda model, seed: hand_params())
         split = Split(hand_image(), np.array([1], np.uint8))
-        Trainer("hand", HAND_MODEL, HAND_TRAIN, folder, split, split, ("a", "b"), progress=False).run()
+        Trainer("hand", HAND_MODEL, HAND_TRAIN, folder, TrainData(split, split, ("a", "b")),
+                LoopOptions(progress=False)).run()
     return folder
 
 

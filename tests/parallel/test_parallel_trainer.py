@@ -11,19 +11,19 @@ from litenet.model import ModelConfig, TrainConfig
 from litenet.train.backends import BACKENDS
 from litenet.train.checkpoint import read_metrics
 from litenet.train.parallel.comm import ReplicaMismatch, SingleRank
-from litenet.train.trainer import Trainer
+from litenet.train.trainer import LoopOptions, TrainData, Trainer
 from litenet.weights import load_model
 
 MODEL = ModelConfig(embed="full", input_shift=0.5, width=16, hidden=24, blocks=2)
 TRAIN = TrainConfig(epochs=3, batch_size=16, lr_base=0.2, warmup_steps=5, schedule="cosine", loss="cross-entropy",
                     augment="flip")
-DATA, TEST = split(160, 0), split(64, 1)  # 10 steps per epoch
 CLASSES = tuple(f"c{i}" for i in range(10))
+DATA = TrainData(split(160, 0), split(64, 1), CLASSES)  # 10 steps per epoch
 
 
 def trainer(out, comm=None, **kw):
     kw.setdefault("chunk_steps", 4)
-    return Trainer("tiny", MODEL, TRAIN, out, DATA, TEST, CLASSES, progress=False, comm=comm, **kw)
+    return Trainer("tiny", MODEL, TRAIN, out, DATA, LoopOptions(progress=False, **kw), comm=comm)
 
 
 def step_losses(folder):
@@ -116,7 +116,7 @@ def test_a_batch_that_does_not_split_is_one_line(tmp_path):
 
 def test_divergence_stops_every_rank_at_the_same_step(tmp_path):
     exploding = dataclasses.replace(TRAIN, lr_base=1e30, clip_threshold=1e38, warmup_steps=1)
-    results = run_ranks(2, lambda comm: Trainer("tiny", MODEL, exploding, tmp_path, DATA, TEST, CLASSES,
-                                                 progress=False, chunk_steps=4, comm=comm).run())
+    results = run_ranks(2, lambda comm: Trainer("tiny", MODEL, exploding, tmp_path, DATA,
+                                                 LoopOptions(progress=False, chunk_steps=4), comm=comm).run())
     assert [r.stopped for r in results] == ["diverged", "diverged"]
     assert results[0].position == results[1].position

@@ -9,17 +9,18 @@ from train_fixtures import TINY_MODEL, TINY_TRAIN, synthetic_split
 
 from litenet.errors import LiteNetError
 from litenet.train.checkpoint import load_checkpoint, read_metrics
-from litenet.train.trainer import Trainer
+from litenet.train.trainer import LoopOptions, TrainData, Trainer
 from litenet.weights import load_model
 
 TRAIN, TEST = synthetic_split(160, 0), synthetic_split(64, 1)
 CLASSES = tuple(f"c{i}" for i in range(10))
+DATA = TrainData(TRAIN, TEST, CLASSES)
 
 
 def make(out, train=TINY_TRAIN, **kw):
     kw.setdefault("progress", False)
     kw.setdefault("chunk_steps", 4)
-    return Trainer("tiny", TINY_MODEL, train, out, TRAIN, TEST, CLASSES, **kw)
+    return Trainer("tiny", TINY_MODEL, train, out, DATA, LoopOptions(**kw))
 
 
 def step_losses(folder):

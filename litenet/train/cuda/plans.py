@@ -12,6 +12,11 @@ once into a CUDA graph and replayed for every step.
 
 A data-parallel rank's step (with_allreduce, docs/parallel.md) inserts, before the update, an
 AllReduce of the flat gradient (a communicator call, not a kernel), grad_average and grad_norm_sq.
+
+Every launch names its arguments as its kernel names its parameters, and kernel_args.launch puts
+them in the kernel's order; the runs several kernels share are passed as groups (kernel_args.py):
+Pixels (the step's images and how they are embedded), SplitK (a reduction's K split) and StatsRow
+(the step's statistics row).
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from litenet.model import ModelConfig, TrainConfig, param_count, param_layout, param_views
 from litenet.gpu.launch import THREADS, Launch
+from litenet.model import ModelConfig, TrainConfig, param_count, param_layout, param_views
 from litenet.train.cuda.geometry import Geometry
+from litenet.train.cuda.kernel_args import Pixels, SplitK, StatsRow, launch
 from litenet.train.cuda.layout import ArenaPlan, StatsLayout
 from litenet.train.cuda.twins import Twins
 
@@ -85,7 +91,13 @@ def arena_plan(model: ModelConfig, geometry: Geometry, plan: str, capacity: int)
 
 
 class Plans:
-    """Builds the launch lists over allocated arena views `v` and the device dataset."""
+    """Builds the launch lists over allocated arena views `v` and the device dataset.
+
+    Every launch names its arguments as the kernel names its parameters (kernel_args.py), so the
+    buffer each parameter receives is written beside it: `DU=v["U"]` is the ∂u that fused_rows left
+    in U. `B`, `d`, `H`, `C`, `K` (Kin), `L` (blocks) are the batch, width, hidden, classes,
+    embedding inputs and blocks.
+    """
 
     def __init__(self, model: ModelConfig, train: TrainConfig, geometry: Geometry, v: dict, images, labels,
                  host=None):
@@ -103,9 +115,17 @@ class Plans:
         m = self.m
         return self.g.batch, m.width, m.hidden, m.classes, m.embed_inputs, m.blocks
 
-    def _splitk(self, name):
-        gm = self.g.gemms[name]
-        return gm, (i32(gm.splits), self.v["scratch"], self.v["counters"])
+    def _splitk(self, splits: int) -> SplitK:
+        """`splits` ranges over the arena's shared scratch and counters."""
+        return SplitK(i32(splits), self.v["scratch"], self.v["counters"])
+
+    def _product(self, kernel: str, gemm: str, check, **named) -> Launch:
+        """A matrix product in the tiles and K split geometry.gemms[gemm] chose (and its `_tall` version)."""
+        gm = self.g.gemms[gemm]
+        return launch(gm.kernel(kernel), gm.grid, self._splitk(gm.splits), check=check, **named)
+
+    def _stats_row(self) -> StatsRow:
+        return StatsRow(self.v["ctr"], self.v["stats"], i32(self.stats.width))
 
     def _elementwise_grid(self, n: int) -> int:
         return max(1, min(math.ceil(n / THREADS), 4 * self.g.sm_count))
@@ -118,41 +138,41 @@ class Plans:
         """h0 = s(x)·We into X[0], and s(x) into S, in the version geometry.embed_variant names."""
         B, d, _, _, K, _ = self._dims()
         v, g, tw = self.v, self.g, self.tw
-        pixels = (images, batches, flips, ctr, i32(self.m.embed == "full"), f32(self.m.input_shift))
+        pixels = Pixels(images, batches, flips, ctr, i32(self.m.embed == "full"), f32(self.m.input_shift))
         out, W = v["X"][0], self.pv["embed.weight"]
         if g.embed_variant == "rows":
-            args = pixels + (W, out, v["S"], i32(B), i32(K), i32(d), i32(g.embed_rows), i32(g.embed_parts))
-            return [Launch("embed_forward_rows", math.ceil(B / g.embed_rows) * g.embed_parts, args, g.embed_smem,
+            return [launch("embed_forward_rows", math.ceil(B / g.embed_rows) * g.embed_parts, pixels,
+                           W=W, out=out, S=v["S"], B=i32(B), Kin=i32(K), d=i32(d), rows=i32(g.embed_rows),
+                           parts=i32(g.embed_parts), shared=g.embed_smem,
                            check=tw.embed_forward_rows(out) if check else None)]
-        gm, sk = self._splitk("embed_forward")
-        return [Launch("embed_inputs", B, pixels + (v["S"], i32(B)), check=tw.embed_inputs() if check else None),
-                Launch(gm.kernel("embed_forward"), gm.grid, (v["S"], W, out, i32(B), i32(K), i32(d)) + sk,
-                       check=tw.embed_forward(out) if check else None)]
+        return [launch("embed_inputs", B, pixels, S=v["S"], B=i32(B), check=tw.embed_inputs() if check else None),
+                self._product("embed_forward", "embed_forward", tw.embed_forward(out) if check else None,
+                              S=v["S"], W=W, out=out, B=i32(B), Kin=i32(K), d=i32(d))]
 
-    def _linear(self, kernel, gemm, x, w, b, outs, n_in, n_out, check) -> Launch:
-        gm, sk = self._splitk(gemm)
-        args = (x, self.pv[w], self.pv[b], *outs, i32(self.g.batch), i32(n_in), i32(n_out)) + sk
-        return Launch(gm.kernel(kernel), gm.grid, args,
-                      check=self.tw.linear_forward(kernel, x, w, b, outs) if check else None)
+    def _linear(self, kernel, gemm, x, w, b, n_in, n_out, check, **outs) -> Launch:
+        """y = x·W + b (linear_forward), or u = x·W + b and a = GELU(u) (linear_gelu_forward)."""
+        twin = self.tw.linear_forward(kernel, x, w, b, tuple(outs.values())) if check else None
+        return self._product(kernel, gemm, twin, x=x, W=self.pv[w], bias=self.pv[b], **outs, B=i32(self.g.batch),
+                             n_in=i32(n_in), n_out=i32(n_out))
 
     def _block_forward(self, i: int, check=True) -> list[Launch]:
         B, d, H, _, _, _ = self._dims()
         v, p = self.v, f"blocks.{i}."
-        ln = (v["X"][i], v["V"], self.pv[p + "ln.gamma"], self.pv[p + "ln.beta"], v["X"][i + 1], v["NRM"][i],
-              v["RSTD"][i], i32(B), i32(d), f32(self.m.ln_eps))
         return [
-            self._linear("linear_gelu_forward", "fc1_forward", v["X"][i], p + "fc1.weight", p + "fc1.bias",
-                         (v["U"][i], v["A"][i]), d, H, check),
-            self._linear("linear_forward", "fc2_forward", v["A"][i], p + "fc2.weight", p + "fc2.bias", (v["V"],), H, d,
-                         check),
-            Launch("residual_layernorm_forward", self.g.row_blocks, ln,
+            self._linear("linear_gelu_forward", "fc1_forward", v["X"][i], p + "fc1.weight", p + "fc1.bias", d, H,
+                         check, u=v["U"][i], a=v["A"][i]),
+            self._linear("linear_forward", "fc2_forward", v["A"][i], p + "fc2.weight", p + "fc2.bias", H, d,
+                         check, y=v["V"]),
+            launch("residual_layernorm_forward", self.g.row_blocks,
+                   x=v["X"][i], v=v["V"], gamma=self.pv[p + "ln.gamma"], beta=self.pv[p + "ln.beta"],
+                   y=v["X"][i + 1], nrm=v["NRM"][i], rstd=v["RSTD"][i], B=i32(B), d=i32(d), eps=f32(self.m.ln_eps),
                    check=self.tw.residual_layernorm_forward(i) if check else None),
         ]
 
     def _head_forward(self, check=True) -> Launch:
         _, d, _, C, _, L = self._dims()
-        return self._linear("linear_forward", "head_forward", self.v["X"][L], "head.weight", "head.bias",
-                            (self.v["Z"],), d, C, check)
+        return self._linear("linear_forward", "head_forward", self.v["X"][L], "head.weight", "head.bias", d, C,
+                            check, y=self.v["Z"])
 
     # -- the plans ---------------------------------------------------------------------------------
 
@@ -169,72 +189,78 @@ class Plans:
 
     def fused_step(self) -> list[Launch]:
         B, d, H, C, K, L = self._dims()
-        v, t, st = self.v, self.t, self.stats
-        rows = (v["params"], v["layout"], v["X"], v["U"], v["A"], v["NRM"], v["RSTD"], v["DY"], v["DS"], v["Z"],
-                v["DH0"], self.labels, v["batches"], v["ctr"], v["stats"], i32(st.width), i32(st.path), i32(B),
-                i32(d), i32(H), i32(C), i32(L), i32(self.g.rows), i32(0 if t.loss == "margin" else 1),
-                f32(t.margin), f32(self.m.ln_eps))
-        grads = (v["jobs"], v["grads"], v["layout"], v["X"], v["A"], v["U"], v["DS"], v["DY"], v["NRM"], v["Z"],
-                 v["DH0"], v["S"], v["ctr"], v["scratch"], v["counters"], v["stats"], i32(st.width), i32(B), i32(K),
-                 i32(d), i32(H), i32(C), i32(L))
-        return self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"]) + [
-            Launch("fused_rows", math.ceil(B / self.g.rows), rows, self.g.fused_smem, self.tw.fused_rows()),
-            Launch("fused_weight_grads", len(self.g.jobs), grads, check=self.tw.fused_weight_grads()),
-            self._update(),
-        ]
+        v, t, g = self.v, self.t, self.g
+        shape = {"B": i32(B), "d": i32(d), "H": i32(H), "C": i32(C), "blocks": i32(L)}
+        # the forward and backward of every row: activations into X, U, A, NRM, RSTD; ∂u into U and
+        # ∂z into Z in place; ∂y, ∂s, ∂h0 into DY, DS, DH0 for the weight gradients
+        rows = launch("fused_rows", math.ceil(B / g.rows), self._stats_row(),
+                      params=v["params"], layout=v["layout"], X=v["X"], U=v["U"], A=v["A"], NRM=v["NRM"],
+                      RSTD=v["RSTD"], DY=v["DY"], DS=v["DS"], Z=v["Z"], DH0=v["DH0"], labels=self.labels,
+                      batches=v["batches"], path_slot=i32(self.stats.path), **shape, rows=i32(g.rows),
+                      loss_kind=i32(0 if t.loss == "margin" else 1), margin=f32(t.margin), eps=f32(self.m.ln_eps),
+                      shared=g.fused_smem, check=self.tw.fused_rows())
+        # every weight gradient from what fused_rows left, one job (tile, K range) per block
+        grads = launch("fused_weight_grads", len(g.jobs), self._stats_row(),
+                       jobs=v["jobs"], grads=v["grads"], layout=v["layout"], X=v["X"], A=v["A"], DU=v["U"],
+                       DS=v["DS"], DY=v["DY"], NRM=v["NRM"], DZ=v["Z"], DH0=v["DH0"], S=v["S"],
+                       scratch=v["scratch"], counters=v["counters"], Kin=i32(K), **shape,
+                       check=self.tw.fused_weight_grads())
+        return self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"]) + [rows, grads, self._update()]
 
     def _update(self) -> Launch:
         """Clip and SGD in one launch (the clip rule reads the ‖g_t‖² already in the statistics row)."""
-        v, t, st = self.v, self.t, self.stats
-        update = (v["params"], v["velocity"], v["grads"], i32(self.P), i32(self.T), v["lrs"], v["ctr"], v["stats"],
-                  i32(st.width), f32(t.clip_threshold), f32(t.clip_norm), f32(t.momentum), f32(t.weight_decay))
-        return Launch("sgd_clip_update", self._vector_grid(self.P), update, check=self.tw.sgd_clip_update())
+        v, t = self.v, self.t
+        return launch("sgd_clip_update", self._vector_grid(self.P), self._stats_row(),
+                      params=v["params"], velocity=v["velocity"], grads=v["grads"], n=i32(self.P), T=i32(self.T),
+                      lrs=v["lrs"], threshold=f32(t.clip_threshold), clip_norm=f32(t.clip_norm),
+                      momentum=f32(t.momentum), weight_decay=f32(t.weight_decay), check=self.tw.sgd_clip_update())
 
     def ops_step(self) -> list[Launch]:
         B, d, H, C, K, L = self._dims()
-        v, t, st, pv, gv, tw = self.v, self.t, self.stats, self.pv, self.gv, self.tw
+        v, t, pv, gv, tw = self.v, self.t, self.pv, self.gv, self.tw
         loss_grid = math.ceil(B / THREADS)
-        margin = (f32(t.margin),) if t.loss == "margin" else ()
+        margin = {"margin": f32(t.margin)} if t.loss == "margin" else {}
         kind = "margin_loss" if t.loss == "margin" else "cross_entropy"
+        targets = {"z": v["Z"], "labels": self.labels, "batches": v["batches"], "B": i32(B), "C": i32(C), **margin}
         out = self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"])
         for i in range(L):
             out += self._block_forward(i)
         out.append(self._head_forward())
-        out.append(Launch(f"{kind}_forward", loss_grid, (v["Z"], self.labels, v["batches"], v["ctr"], v["PS"], v["stats"],
-                                                         i32(st.width), i32(B), i32(C)) + margin,
+        out.append(launch(f"{kind}_forward", loss_grid, self._stats_row(), **targets, per_sample=v["PS"],
                           check=tw.loss_forward(kind)))
-        out.append(Launch(f"{kind}_backward", loss_grid, (v["Z"], self.labels, v["batches"], v["ctr"], v["DZ"], i32(B),
-                                                          i32(C)) + margin, check=tw.loss_backward(kind)))
+        out.append(launch(f"{kind}_backward", loss_grid, **targets, ctr=v["ctr"], dz=v["DZ"],
+                          check=tw.loss_backward(kind)))
         out.append(self._backward_weight("head_backward_weight", v["X"][L], v["DZ"], "head.weight", "head.bias", d, C))
         out.append(self._backward_input("head_backward_input", v["DZ"], "head.weight", v["G1"], d, C))
         ln = self.g.layernorm_grads
-        for i in reversed(range(L)):
+        for i in reversed(range(L)):  # G1: the ∂y arriving at block i, then the ∂x leaving it
             p = f"blocks.{i}."
-            args = (v["G1"], v["NRM"][i], v["RSTD"][i], pv[p + "ln.gamma"], v["G2"], gv[p + "ln.gamma"], gv[p + "ln.beta"],
-                    i32(B), i32(d), i32(self.g.row_blocks), i32(ln.splits), v["scratch"], v["counters"])
-            out.append(Launch("residual_layernorm_backward", self.g.row_blocks + ln.tiles * ln.splits, args,
+            out.append(launch("residual_layernorm_backward", self.g.row_blocks + ln.tiles * ln.splits,
+                              self._splitk(ln.splits), dy=v["G1"], nrm=v["NRM"][i], rstd=v["RSTD"][i],
+                              gamma=pv[p + "ln.gamma"], ds=v["G2"], dgamma=gv[p + "ln.gamma"],
+                              dbeta=gv[p + "ln.beta"], B=i32(B), d=i32(d), row_blocks=i32(self.g.row_blocks),
                               check=tw.residual_layernorm_backward(i)))
-            out.append(self._backward_weight("fc2_backward_weight", v["A"][i], v["G2"], p + "fc2.weight", p + "fc2.bias", H, d))
+            out.append(self._backward_weight("fc2_backward_weight", v["A"][i], v["G2"], p + "fc2.weight",
+                                             p + "fc2.bias", H, d))
             out.append(self._backward_input("fc2_backward_input", v["G2"], p + "fc2.weight", v["GH"], H, d))
-            out.append(Launch("gelu_backward", self._elementwise_grid(B * H), (v["GH"], v["U"][i], v["GH"], i32(B * H)),
-                              check=tw.gelu_backward(i)))
-            out.append(self._backward_weight("fc1_backward_weight", v["X"][i], v["GH"], p + "fc1.weight", p + "fc1.bias", d, H))
+            out.append(launch("gelu_backward", self._elementwise_grid(B * H), da=v["GH"], u=v["U"][i], du=v["GH"],
+                              n=i32(B * H), check=tw.gelu_backward(i)))
+            out.append(self._backward_weight("fc1_backward_weight", v["X"][i], v["GH"], p + "fc1.weight",
+                                             p + "fc1.bias", d, H))
             out.append(self._backward_input("fc1_backward_input", v["GH"], p + "fc1.weight", v["G3"], d, H))
-            out.append(Launch("residual_join", self._elementwise_grid(B * d),
-                              (v["G2"], v["G3"], v["G1"], i32(B * d), v["ctr"], v["stats"], i32(st.width),
-                               i32(st.path + 3 * i)), check=tw.residual_join(i)))
-        gm, sk = self._splitk("embed_backward")
-        out.append(Launch(gm.kernel("embed_backward"), gm.grid, (v["S"], v["G1"], gv["embed.weight"], i32(B), i32(K), i32(d)) + sk,
-                          check=tw.embed_backward()))
+            out.append(launch("residual_join", self._elementwise_grid(B * d), self._stats_row(),
+                              ds=v["G2"], dx_main=v["G3"], dx=v["G1"], n=i32(B * d),
+                              slot=i32(self.stats.path + 3 * i), check=tw.residual_join(i)))
+        out.append(self._product("embed_backward", "embed_backward", tw.embed_backward(),
+                                 S=v["S"], dH=v["G1"], dW=gv["embed.weight"], B=i32(B), Kin=i32(K), d=i32(d)))
         out.append(self._grad_norm_sq())
         out.append(self._update())
         return out
 
     def _grad_norm_sq(self) -> Launch:
         v = self.v
-        return Launch("grad_norm_sq", math.ceil(self.P / 4096), (v["grads"], v["layout"], i32(self.T), v["ctr"],
-                                                                 v["stats"], i32(self.stats.width)),
-                      check=self.tw.grad_norm_sq())
+        return launch("grad_norm_sq", math.ceil(self.P / 4096), self._stats_row(),
+                      grads=v["grads"], offsets=v["layout"], T=i32(self.T), check=self.tw.grad_norm_sq())
 
     def with_allreduce(self, steps: list[Launch], world_size: int) -> list:
         """A data-parallel rank's step: its gradient kernels, then the gradient summed over the ranks
@@ -245,18 +271,18 @@ class Plans:
         if grads[-1].kernel == "grad_norm_sq":  # the ops plan measures the rank's gradient here
             grads.pop()
         v = self.v
-        average = Launch("grad_average", self._elementwise_grid(self.P),
-                         (v["grads"], i32(self.P), f32(1.0 / world_size), i32(self.T), v["ctr"], v["stats"],
-                          i32(self.stats.width)), check=self.tw.grad_average(world_size))
+        average = launch("grad_average", self._elementwise_grid(self.P), self._stats_row(),
+                         grads=v["grads"], n=i32(self.P), scale=f32(1.0 / world_size), T=i32(self.T),
+                         check=self.tw.grad_average(world_size))
         return grads + [AllReduce(v["grads"]), average, self._grad_norm_sq(), update]
 
     def _backward_weight(self, gemm, x, dy, w, b, n_in, n_out) -> Launch:
-        gm, sk = self._splitk(gemm)
-        args = (x, dy, self.gv[w], self.gv[b], i32(self.g.batch), i32(n_in), i32(n_out)) + sk
-        return Launch(gm.kernel("linear_backward_weight"), gm.grid, args,
-                      check=self.tw.linear_backward_weight(x, dy, w, b))
+        """∂W = xᵀ·∂y and ∂b = Σ ∂y into the gradient's views of `w` and `b`."""
+        return self._product("linear_backward_weight", gemm, self.tw.linear_backward_weight(x, dy, w, b),
+                             x=x, dy=dy, dW=self.gv[w], db=self.gv[b], B=i32(self.g.batch), n_in=i32(n_in),
+                             n_out=i32(n_out))
 
     def _backward_input(self, gemm, dy, w, dx, n_in, n_out) -> Launch:
-        gm, sk = self._splitk(gemm)
-        args = (dy, self.pv[w], dx, i32(self.g.batch), i32(n_in), i32(n_out)) + sk
-        return Launch(gm.kernel("linear_backward_input"), gm.grid, args, check=self.tw.linear_backward_input(dy, w, dx))
+        """∂x = ∂y·Wᵀ into `dx`."""
+        return self._product("linear_backward_input", gemm, self.tw.linear_backward_input(dy, w, dx),
+                             dy=dy, W=self.pv[w], dx=dx, B=i32(self.g.batch), n_in=i32(n_in), n_out=i32(n_out))
