@@ -1,4 +1,6 @@
 // gemm.cuh — the matrix-product building blocks every layer kernel composes (no cuBLAS):
+// (the multiply of each staged step is fp32 on the SIMT cores, or TF32/BF16 on the tensor cores:
+// the precision tag P of gemm_tile, mma.cuh)
 //
 //   gemm_tile     C[tile] = Σ_k A(m, k) · B(k, n) over one k range, for a tile of 64 columns and 64
 //                 rows (TM = 4) or 128 ("tall", TM = 8): 256 threads, each owning a TM×4 block (rows
@@ -16,6 +18,8 @@
 // are guarded, out-of-range elements read as 0; a matrix whose leading dimension or base is not
 // 16-byte aligned is read one float at a time).
 #pragma once
+
+#include "mma.cuh"
 
 #define LN_TILE 64  // tile columns; rows: 64 (4 per thread) or 128 ("tall", 8 per thread)
 #define LN_TK 16
@@ -109,19 +113,10 @@ __device__ __forceinline__ void gemm_fetch(const A& a, const B& b, int M, int N,
                                  : b.load4(k, n, n < N ? min(4, k_end - k) : 0);  // along k
 }
 
-// One k step of gemm_tile: fetch the step `ahead` steps on into `fetch_*` (its loads then have
-// `ahead` steps of multiplies to arrive), multiply the step in shared buffer `buf`, stage the next
-// step (held in `next_*`) into the other buffer, which was last read before the previous barrier.
-template <int TM, class A, class B>
-__device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
-                                          int ahead, const FetchSlots<16 * TM, !A::second_contiguous>& fa,
-                                          const FetchSlots<LN_TILE, B::second_contiguous>& fb,
-                                          float4 (&fetch_a)[TM / 4], float4 (&fetch_b)[1],
-                                          const float4 (&next_a)[TM / 4], const float4 (&next_b)[1], int buf,
-                                          float (&acc)[TM][4], bool sums, float4& cs, GemmSmem<TM>& s) {
+// The multiply of one staged k step on the SIMT cores: thread t's TM×4 block, in fp32.
+template <int TM>
+__device__ __forceinline__ void multiply_step(PrecFp32, const GemmSmem<TM>& s, int buf, float (&acc)[TM][4]) {
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    if (k0 + ahead * LN_TK < k_end)
-        gemm_fetch<TM>(a, b, M, N, k0 + ahead * LN_TK, k_end, m0, n0, fa, fb, fetch_a, fetch_b);
 #pragma unroll
     for (int kk = 0; kk < LN_TK; ++kk) {
         float ai[TM];
@@ -140,6 +135,29 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
 #pragma unroll
             for (int j = 0; j < 4; ++j) acc[i][j] += ai[i] * bj[j];
     }
+}
+
+// ... or on the tensor cores (mma.cuh; 64-row tiles only): the accumulators hold warp fragments
+// until gemm_tile's end.
+template <int TM, class P>
+__device__ __forceinline__ void multiply_step(P p, const GemmSmem<TM>& s, int buf, float (&acc)[TM][4]) {
+    static_assert(TM == 4, "the tensor-core tile product is written for 64-row tiles");
+    mma_step(p, s.a[buf], s.b[buf], acc);
+}
+
+// One k step of gemm_tile: fetch the step `ahead` steps on into `fetch_*` (its loads then have
+// `ahead` steps of multiplies to arrive), multiply the step in shared buffer `buf`, stage the next
+// step (held in `next_*`) into the other buffer, which was last read before the previous barrier.
+template <int TM, class P, class A, class B>
+__device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
+                                          int ahead, const FetchSlots<16 * TM, !A::second_contiguous>& fa,
+                                          const FetchSlots<LN_TILE, B::second_contiguous>& fb,
+                                          float4 (&fetch_a)[TM / 4], float4 (&fetch_b)[1],
+                                          const float4 (&next_a)[TM / 4], const float4 (&next_b)[1], int buf,
+                                          float (&acc)[TM][4], bool sums, float4& cs, GemmSmem<TM>& s) {
+    if (k0 + ahead * LN_TK < k_end)
+        gemm_fetch<TM>(a, b, M, N, k0 + ahead * LN_TK, k_end, m0, n0, fa, fb, fetch_a, fetch_b);
+    multiply_step(P{}, s, buf, acc);
     if (k0 + LN_TK < k_end) {
         stage(s.a[buf ^ 1], fa, next_a);
         stage(s.b[buf ^ 1], fb, next_b);
@@ -154,7 +172,7 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
 // operands are fetched into registers — 1, or 2 for products whose few blocks per multiprocessor
 // leave load latency exposed (a reduction over the batch: ∂W); 2 costs another TM + 4 registers.
 // Every thread of the block must call it with the same k range; it ends with a barrier.
-template <int TM, int DEPTH, class A, class B>
+template <int TM, int DEPTH, class P = PrecFp32, class A, class B>
 __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
                           float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
     static_assert(DEPTH == 1 || DEPTH == 2, "fetch one or two k steps ahead");
@@ -178,14 +196,15 @@ __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int
     if (DEPTH == 1) {
         int buf = 0;
         for (int k0 = k_begin; k0 < k_end; k0 += LN_TK, buf ^= 1)
-            gemm_step<TM>(a, b, M, N, k0, k_end, m0, n0, 1, fa, fb, ra, rb, ra, rb, buf, acc, sums, cs, s);
+            gemm_step<TM, P>(a, b, M, N, k0, k_end, m0, n0, 1, fa, fb, ra, rb, ra, rb, buf, acc, sums, cs, s);
     } else {  // two register sets take turns (unrolled by two so neither is indexed at run time)
         for (int k0 = k_begin; k0 < k_end; k0 += 2 * LN_TK) {
-            gemm_step<TM>(a, b, M, N, k0, k_end, m0, n0, 2, fa, fb, ra, rb, qa, qb, 0, acc, sums, cs, s);
+            gemm_step<TM, P>(a, b, M, N, k0, k_end, m0, n0, 2, fa, fb, ra, rb, qa, qb, 0, acc, sums, cs, s);
             if (k0 + LN_TK >= k_end) break;
-            gemm_step<TM>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, 2, fa, fb, qa, qb, ra, rb, 1, acc, sums, cs, s);
+            gemm_step<TM, P>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, 2, fa, fb, qa, qb, ra, rb, 1, acc, sums, cs, s);
         }
     }
+    if (P::tensor_cores) mma_to_threads(reinterpret_cast<float (&)[4][4]>(acc), &s.a[0][0][0]);
     if (sums) {  // fold the 16 k rows of each column: red[k row][column] in buffer a (≥ 16·64 floats)
         float* red = &s.a[0][0][0];
         st4(red + fb.kk[0] * LN_TILE + fb.x[0], cs);

@@ -13,6 +13,13 @@
 // 64 rows × 64 columns (the plain names), or 128 × 64 (the `_tall` names: 8 rows per thread, fewer
 // shared-memory reads and L2 bytes per multiply-add; for products with many rows).
 //
+// The Mixer's channel products (litenet/train/cuda/mixer_plans.py) add, on 64-row tiles:
+//   linear_residual_forward:      y = r + x W + b (a residual branch joining the stream; y may not alias x)
+//   linear_backward_input_gelu:   ∂u = (∂a Wᵀ) · GELU'(u): the product's gradient through the GELU
+//                                 that produced its input a = GELU(u) (u kept from the forward)
+// and every 64-row product in three precisions (mma.cuh): the plain names in fp32, `_tf32` and
+// `_bf16` on the tensor cores (sm_80+), fp32 accumulation, fp32 in memory.
+//
 // Launch: 256 threads; grid = tiles_m · tiles_n · splits with tiles over the output ((B, n_out),
 // (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile x / splits,
 // split x % splits). scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats when splits > 1 (TM = 4, or 8 for
@@ -21,16 +28,17 @@
 #include "common.cuh"
 #include "splitk.cuh"
 
-// GELU or not, selected here once for both forward kernels.
-template <int TM, bool GELU>
+// GELU or not, a residual or not, and the precision, selected here once for every forward kernel.
+template <int TM, bool GELU, class P = PrecFp32>
 __device__ void linear_forward_body(const float* x, const float* W, const float* bias, float* u, float* a, int B,
-                                    int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
+                                    int n_in, int n_out, int splits, float* scratch, unsigned int* counters,
+                                    const float* residual = nullptr) {
     __shared__ GemmSmem<TM> smem;
     const TileCoords<TM> tc(splits, n_out);
     float acc[TM][4], unused;
-    if (!gemm_splitk<TM>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
-                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
-                         smem))
+    if (!gemm_splitk<TM, 1, P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
+                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false,
+                               unused, smem))
         return;
     float b[4];
     for (int j = 0; j < 4; ++j) b[j] = tc.n(j) < n_out ? bias[tc.n(j)] : 0.f;
@@ -39,6 +47,7 @@ __device__ void linear_forward_body(const float* x, const float* W, const float*
         float v[4], g[4];
         for (int j = 0; j < 4; ++j) {
             v[j] = acc[i][j] + b[j];
+            if (residual != nullptr && tc.n(j) < n_out) v[j] += residual[(size_t)tc.m(i) * n_out + tc.n(j)];
             g[j] = GELU ? gelu_value(v[j]) : 0.f;
         }
         store_row4(u, n_out, tc.m(i), tc.n(0), n_out, v);
@@ -46,22 +55,29 @@ __device__ void linear_forward_body(const float* x, const float* W, const float*
     }
 }
 
-template <int TM>
+// ∂x = ∂y Wᵀ; with `u`, times GELU'(u) (the gradient reaches the GELU's input).
+template <int TM, class P = PrecFp32>
 __device__ void linear_backward_input_body(const float* dy, const float* W, float* dx, int B, int n_in, int n_out,
-                                           int splits, float* scratch, unsigned int* counters) {
+                                           int splits, float* scratch, unsigned int* counters,
+                                           const float* u = nullptr) {
     __shared__ GemmSmem<TM> smem;
     const TileCoords<TM> tc(splits, n_in);
     float acc[TM][4], unused;
     // B operand (k = o, n = i) is W[i, o]: W read as a transposed view.
-    if (!gemm_splitk<TM>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split, splits,
-                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
-                         smem))
+    if (!gemm_splitk<TM, 1, P>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split,
+                               splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc,
+                               false, unused, smem))
         return;
-    for (int i = 0; i < TM; ++i)
-        if (tc.m(i) < B) store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
+    for (int i = 0; i < TM; ++i) {
+        if (tc.m(i) >= B) continue;
+        if (u != nullptr)
+            for (int j = 0; j < 4; ++j)
+                if (tc.n(j) < n_in) acc[i][j] *= gelu_slope(u[(size_t)tc.m(i) * n_in + tc.n(j)]);
+        store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
+    }
 }
 
-template <int TM>
+template <int TM, class P = PrecFp32>
 __device__ void linear_backward_weight_body(const float* x, const float* dy, float* dW, float* db, int B, int n_in,
                                             int n_out, int splits, float* scratch, unsigned int* counters) {
     __shared__ GemmSmem<TM> smem;
@@ -70,7 +86,7 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
     float acc[TM][4], db_sum;
     // A(i, b) = x[b, i]: x read as a transposed view. A sum over the batch with few blocks per
     // multiprocessor: fetch two k steps ahead (64-row tiles; the tall ones would lose occupancy).
-    if (!gemm_splitk<TM, TM == 4 ? 2 : 1>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0,
+    if (!gemm_splitk<TM, TM == 4 ? 2 : 1, P>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0,
                                           tc.split, splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM),
                                           counters + tc.tile, acc, bias_row, db_sum, smem))
         return;
@@ -122,4 +138,88 @@ extern "C" __global__ void linear_backward_weight_tall(const float* x, const flo
                                                        int n_in, int n_out, int splits, float* scratch,
                                                        unsigned int* counters) {
     linear_backward_weight_body<8>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
+}
+
+// --- The Mixer's additions (64-row tiles), and each 64-row product on the tensor cores ---------
+
+extern "C" __global__ void linear_residual_forward(const float* x, const float* W, const float* bias, const float* r,
+                                                   float* y, int B, int n_in, int n_out, int splits, float* scratch,
+                                                   unsigned int* counters) {
+    linear_forward_body<4, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters, r);
+}
+
+extern "C" __global__ void linear_backward_input_gelu(const float* dy, const float* W, const float* u, float* du,
+                                                      int B, int n_in, int n_out, int splits, float* scratch,
+                                                      unsigned int* counters) {
+    linear_backward_input_body<4>(dy, W, du, B, n_in, n_out, splits, scratch, counters, u);
+}
+
+extern "C" __global__ void linear_forward_tf32(const float* x, const float* W, const float* bias, float* y, int B,
+                                               int n_in, int n_out, int splits, float* scratch,
+                                               unsigned int* counters) {
+    linear_forward_body<4, false, PrecTf32>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_gelu_forward_tf32(const float* x, const float* W, const float* bias, float* u,
+                                                    float* a, int B, int n_in, int n_out, int splits, float* scratch,
+                                                    unsigned int* counters) {
+    linear_forward_body<4, true, PrecTf32>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_residual_forward_tf32(const float* x, const float* W, const float* bias,
+                                                        const float* r, float* y, int B, int n_in, int n_out,
+                                                        int splits, float* scratch, unsigned int* counters) {
+    linear_forward_body<4, false, PrecTf32>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters, r);
+}
+
+extern "C" __global__ void linear_backward_input_tf32(const float* dy, const float* W, float* dx, int B, int n_in,
+                                                      int n_out, int splits, float* scratch, unsigned int* counters) {
+    linear_backward_input_body<4, PrecTf32>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_backward_input_gelu_tf32(const float* dy, const float* W, const float* u, float* du,
+                                                           int B, int n_in, int n_out, int splits, float* scratch,
+                                                           unsigned int* counters) {
+    linear_backward_input_body<4, PrecTf32>(dy, W, du, B, n_in, n_out, splits, scratch, counters, u);
+}
+
+extern "C" __global__ void linear_backward_weight_tf32(const float* x, const float* dy, float* dW, float* db, int B,
+                                                       int n_in, int n_out, int splits, float* scratch,
+                                                       unsigned int* counters) {
+    linear_backward_weight_body<4, PrecTf32>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_forward_bf16(const float* x, const float* W, const float* bias, float* y, int B,
+                                               int n_in, int n_out, int splits, float* scratch,
+                                               unsigned int* counters) {
+    linear_forward_body<4, false, PrecBf16>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u,
+                                                    float* a, int B, int n_in, int n_out, int splits, float* scratch,
+                                                    unsigned int* counters) {
+    linear_forward_body<4, true, PrecBf16>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_residual_forward_bf16(const float* x, const float* W, const float* bias,
+                                                        const float* r, float* y, int B, int n_in, int n_out,
+                                                        int splits, float* scratch, unsigned int* counters) {
+    linear_forward_body<4, false, PrecBf16>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters, r);
+}
+
+extern "C" __global__ void linear_backward_input_bf16(const float* dy, const float* W, float* dx, int B, int n_in,
+                                                      int n_out, int splits, float* scratch, unsigned int* counters) {
+    linear_backward_input_body<4, PrecBf16>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void linear_backward_input_gelu_bf16(const float* dy, const float* W, const float* u, float* du,
+                                                           int B, int n_in, int n_out, int splits, float* scratch,
+                                                           unsigned int* counters) {
+    linear_backward_input_body<4, PrecBf16>(dy, W, du, B, n_in, n_out, splits, scratch, counters, u);
+}
+
+extern "C" __global__ void linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db, int B,
+                                                       int n_in, int n_out, int splits, float* scratch,
+                                                       unsigned int* counters) {
+    linear_backward_weight_body<4, PrecBf16>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
 }

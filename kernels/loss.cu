@@ -5,6 +5,9 @@
 //   margin_loss_backward:   ∂z[b, y_b] = −1/B, ∂z[b, r_b] = +1/B where the hinge is active, else 0
 //   cross_entropy_forward:  ℓ_b = logsumexp(z_b) − z[b, y_b]
 //   cross_entropy_backward: ∂z = (softmax(z) − onehot(y)) / B
+//   cross_entropy_smoothed: the forward and backward in one launch, against the smoothed target
+//                           q = (1 − ε) onehot(y) + ε/C (twins: ops.cross_entropy_forward/_backward
+//                           with smoothing ε; the Mixer's loss). dz may alias z.
 //
 // The labels are those of the batch: labels[batches[ctr[0]·B + b]] (uint8 per image). The
 // forwards write ℓ (B,) and add mean(ℓ) to the step's statistics row (stats + ctr[0]·stat_width,
@@ -58,4 +61,15 @@ extern "C" __global__ void cross_entropy_backward(const float* z, const unsigned
                                                   const int* ctr, float* dz, int B, int C) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b < B) cross_entropy_row(z + (size_t)b * C, C, batch_label(labels, batches, ctr, B, b), B, dz + (size_t)b * C);
+}
+
+extern "C" __global__ void cross_entropy_smoothed(const float* z, const unsigned char* labels, const int* batches,
+                                                  const int* ctr, float* dz, float* stats, int stat_width, int B,
+                                                  int C, float eps) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    float loss = 0.f;
+    if (b < B)
+        loss = cross_entropy_smoothed_row(z + (size_t)b * C, C, batch_label(labels, batches, ctr, B, b), eps, B,
+                                          dz + (size_t)b * C);
+    add_mean_loss(loss, B, ctr, stats, stat_width);
 }

@@ -3,6 +3,7 @@
 // section for the two paths meeting on the way back).
 //
 //   residual_layernorm_forward:  s = x + v; n = (s − μ)·rstd; y = γ n + β      (writes y, n, rstd)
+//   layernorm_forward:           the same with s = x (the Mixer's LayerNorms; twin ops.layernorm_forward)
 //   residual_layernorm_backward: ∂s = rstd (∂n − mean(∂n) − n·mean(∂n n)), ∂n = ∂y γ;
 //                                ∂γ = Σ_b ∂y n,  ∂β = Σ_b ∂y
 //   residual_join:               ∂x = ∂s + ∂x_main, and adds ‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩ to
@@ -23,6 +24,17 @@ extern "C" __global__ void residual_layernorm_forward(const float* x, const floa
     if (row >= B) return;  // whole warps leave together; no block barrier follows
     const size_t o = (size_t)row * d;
     const float r = layernorm_row_forward(x + o, v + o, gamma, beta, eps, d, nrm + o, y + o);
+    if ((threadIdx.x & 31) == 0) rstd[row] = r;
+}
+
+// The Mixer's LayerNorm in front of each MLP, with no residual in it (ops.layernorm_forward);
+// its backward is residual_layernorm_backward's (the same ∂s, ∂γ, ∂β).
+extern "C" __global__ void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                                             float* nrm, float* rstd, int B, int d, float eps) {
+    const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
+    if (row >= B) return;
+    const size_t o = (size_t)row * d;
+    const float r = layernorm_row_forward<false>(x + o, nullptr, gamma, beta, eps, d, nrm + o, y + o);
     if ((threadIdx.x & 31) == 0) rstd[row] = r;
 }
 

@@ -3,23 +3,26 @@
 // LayerNorm of one row by one warp, forward and backward, and the loss of one row by one thread.
 #pragma once
 
-// One warp: s = x + v; n = (s − μ)·rstd; y = γ n + β over the d features (reference.
-// residual_layernorm_forward). Writes n and y (y may alias x: each lane reads x[j] before it
-// writes y[j]); returns rstd = 1/√(σ² + eps). σ² is the biased variance, as LayerNorm defines it.
+// One warp: s = x + v; n = (s − μ)·rstd; y = γ n + β over the d features (ops.
+// residual_layernorm_forward; RESIDUAL false: s = x, ops.layernorm_forward, v unused). Writes n
+// and y (y may alias x: each lane reads x[j] before it writes y[j]); returns rstd = 1/√(σ² + eps).
+// σ² is the biased variance, as LayerNorm defines it.
+template <bool RESIDUAL = true>
 __device__ float layernorm_row_forward(const float* x, const float* v, const float* gamma, const float* beta,
                                        float eps, int d, float* nrm, float* y) {
     const int lane = threadIdx.x & 31;
+    auto s = [&](int j) { return RESIDUAL ? x[j] + v[j] : x[j]; };
     float sum = 0.f;
-    for (int j = lane; j < d; j += 32) sum += x[j] + v[j];
+    for (int j = lane; j < d; j += 32) sum += s(j);
     const float mean = warp_sum(sum) / (float)d;
     float sq = 0.f;
     for (int j = lane; j < d; j += 32) {
-        const float c = (x[j] + v[j]) - mean;
+        const float c = s(j) - mean;
         sq += c * c;
     }
     const float rstd = 1.f / sqrtf(warp_sum(sq) / (float)d + eps);
     for (int j = lane; j < d; j += 32) {
-        const float n = ((x[j] + v[j]) - mean) * rstd;
+        const float n = (s(j) - mean) * rstd;
         nrm[j] = n;
         y[j] = gamma[j] * n + beta[j];
     }
@@ -74,5 +77,24 @@ __device__ float cross_entropy_row(const float* z, int C, int y, int batch, floa
     const float loss = (logf(total) + zmax) - z[y];
     if (dz)
         for (int j = 0; j < C; ++j) dz[j] = (expf(z[j] - zmax) / total - (j == y ? 1.f : 0.f)) / (float)batch;
+    return loss;
+}
+
+// One thread, one row: cross-entropy against the smoothed target q = (1 − ε) onehot(y) + ε / C,
+// ℓ = (1 − ε)(logsumexp(z) − z_y) + ε (logsumexp(z) − mean(z)); ∂z = (softmax(z) − q) / B
+// (ops.cross_entropy_forward / _backward with smoothing ε).
+__device__ float cross_entropy_smoothed_row(const float* z, int C, int y, float eps, int batch, float* dz) {
+    float zmax = z[0], zsum = 0.f;
+    for (int j = 1; j < C; ++j) zmax = fmaxf(zmax, z[j]);
+    float total = 0.f;
+    for (int j = 0; j < C; ++j) {
+        total += expf(z[j] - zmax);
+        zsum += z[j];
+    }
+    const float lse = logf(total) + zmax;
+    const float loss = (1.f - eps) * (lse - z[y]) + eps * (lse - zsum / (float)C);
+    if (dz)
+        for (int j = 0; j < C; ++j)
+            dz[j] = (expf(z[j] - zmax) / total - (eps / (float)C + (j == y ? 1.f - eps : 0.f))) / (float)batch;
     return loss;
 }

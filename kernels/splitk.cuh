@@ -121,13 +121,13 @@ __device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int
 // block holding the finished tile, whose thread owns acc[i][j] = C[m0 + TM·ty + i][n0 + 4·tx + j]
 // (t = 16·ty + tx) and, with `colsums`, thread t < 64 colsum = Σ_k B(k, n0 + t).
 // partials: splits · LN_SLAB_OF(TM) floats.
-template <int TM, int DEPTH = 1, class A, class B>
+template <int TM, int DEPTH = 1, class P = PrecFp32, class A, class B>
 __device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
                             float* partials, unsigned int* counter, float (&acc)[TM][4], bool colsums, float& colsum,
                             GemmSmem<TM>& s) {
     int k_begin, k_end;
     split_range(K, split, splits, k_begin, k_end);
-    gemm_tile<TM, DEPTH>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
+    gemm_tile<TM, DEPTH, P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
     return tile_fixup<TM>(acc, colsums, colsum, split, splits, partials, counter);
 }
 

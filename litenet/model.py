@@ -33,6 +33,7 @@ LOSSES = ("margin", "cross-entropy")
 SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("sgd", "adamw")
 DECAY = ("all", "weights")
+PRECISIONS = ("fp32", "tf32", "bf16")
 AUGMENTS = ("crop", "flip")  # combinable: "crop+flip"; "none" for neither
 PATCHES = (1, 2, 4, 8, 16, 32)  # the patch sides that tile a 32×32 image
 
@@ -127,6 +128,8 @@ class TrainConfig:
     margin: float = 0.3
     label_smoothing: float = 0.0  # cross-entropy only: the target is (1 − ε) onehot + ε / classes
     seed: int = 0  # initialisation, the shuffling and the augmentation of every epoch
+    precision: str = "fp32"  # the CUDA backend's matrix products: "fp32", or "tf32" / "bf16" on tensor cores
+    #                          (sm_80+; fp32 accumulation and weights); the NumPy backend computes in its dtype
     augment: str = "none"  # "flip" (mirror left-right with probability ½), "crop" (a random 32×32
     #                        crop of the image reflect-padded by crop_padding), "crop+flip", or "none"
     crop_padding: int = 4
@@ -136,6 +139,7 @@ class TrainConfig:
         _check_choice("schedule", self.schedule, SCHEDULES)
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("decay", self.decay, DECAY)
+        _check_choice("precision", self.precision, PRECISIONS)
         augment_parts(self.augment)
         _check_range("epochs", self.epochs, low=1)
         _check_range("batch_size", self.batch_size, low=1)

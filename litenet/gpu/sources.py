@@ -18,14 +18,16 @@ from litenet.resources import kernels_dir
 # Every kernel file, training and inference alike (one operation per file, CONVENTIONS.md; the
 # fused kernels have their own files). A plain list: kernels are never found by globbing.
 KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "grad_average", "sgd",
-                "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8")
+                "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8",
+                "token_linear", "patches", "mean_tokens", "adamw")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
 
 
 # The element type behind each pointer parameter, as a NumPy dtype.
-POINTEE = {"float": "float32", "int": "int32", "unsigned char": "uint8", "unsigned int": "uint32"}
+POINTEE = {"float": "float32", "int": "int32", "unsigned char": "uint8", "unsigned int": "uint32",
+           "signed char": "int8"}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
 
 # What fetch_stats returns, one row per step, all measured before the clip rule rescales anything.
 STAT_FIELDS = {
@@ -28,8 +28,21 @@ STAT_FIELDS = {
 # name → "module:Class"; imported only when chosen, so the NumPy path never needs CuPy.
 BACKENDS = {
     "numpy": "litenet.train.numpy_backend:NumpyBackend",
-    "cuda": "litenet.train.cuda.backend:CudaBackend",
+    "cuda": "litenet.train.backends:cuda_backend",
 }
+
+
+def cuda_backend(model, train, params, **options):
+    """The CUDA backend of the model's family: the MLP's (litenet/train/cuda/backend.py) or the Mixer's
+    (litenet/train/cuda/mixer_backend.py); both have the methods listed above."""
+    if model.family == "mixer":
+        from litenet.train.cuda.mixer_backend import MixerCudaBackend
+        return MixerCudaBackend(model, train, params, **options)
+    from litenet.train.cuda.backend import CudaBackend
+    if train.precision != "fp32":
+        raise UsageError(f"precision {train.precision}: the MLP family's CUDA kernels run in fp32 only so far; "
+                         "use --precision fp32")
+    return CudaBackend(model, train, params, **options)
 
 
 def backend_class(name: str):

@@ -16,7 +16,7 @@ import numpy as np
 from litenet.model import ModelConfig, param_layout, param_views
 from litenet import ops
 from litenet.train import reference as ref
-from litenet.train.cuda.check import compare
+from litenet.train.cuda.check import TOLERANCES, compare
 from litenet.train.cuda.geometry import SLAB, TALL, TILE, slab, weight_grad_jobs
 from litenet.train.cuda.layout import StatsLayout, param_offsets
 
@@ -57,17 +57,27 @@ def case(*names):
     return register
 
 
+def precision(name: str) -> tuple[str, str]:
+    """(the kernel's name without its precision suffix, "fp32" | "tf32" | "bf16")."""
+    for p in ("tf32", "bf16"):
+        if name.endswith("_" + p):
+            return name[:-5], p
+    return name, "fp32"
+
+
 def compare_kernel(runner: Runner, name: str, seed: int = 0, **shape) -> dict[str, float]:
-    """Run kernel `name` at `shape` and compare it with its twin; returns output → error / bound."""
+    """Run kernel `name` at `shape` and compare it with its twin; returns output → error / bound.
+    A `_tf32` / `_bf16` kernel is held to the tolerance of its precision (check.TOLERANCES)."""
     rng = np.random.default_rng(seed)
-    got, want, terms, counters = CASES[name](runner, rng, name, **shape)
+    got, want, terms, counters = CASES[precision(name)[0]](runner, rng, name, **shape)
+    tol = TOLERANCES[precision(name)[1]]
     out = {}
     for k in want:
         if terms.get(k) == 0:  # exact by design (see the case)
             np.testing.assert_array_equal(runner.get(got[k]), want[k], err_msg=f"{name}: {k}")
             out[k] = 0.0
         else:
-            out[k] = compare(name, k, runner.get(got[k]), want[k], terms.get(k, 1))
+            out[k] = compare(name, k, runner.get(got[k]), want[k], terms.get(k, 1), tol)
     if counters is not None:
         assert not runner.get(counters).any(), f"{name}: split-K counters not returned to zero"
     return out
@@ -86,7 +96,9 @@ def _tiles(M, N, rows=TILE):
 
 
 def _version(name):
-    """(the kernel's base name, its tile rows): `_tall` versions use 128-row tiles."""
+    """(the kernel's base name, its tile rows): `_tall` versions use 128-row tiles; the precision
+    suffix (`_tf32`, `_bf16`) is dropped."""
+    name = precision(name)[0]
     return (name[:-5], TALL) if name.endswith("_tall") else (name, TILE)
 
 

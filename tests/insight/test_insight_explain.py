@@ -118,12 +118,11 @@ def test_explain_and_eval_take_a_mixer_unchanged(tmp_path, mixer_dir, dataset, c
 def test_mixer_saliency_is_the_input_gradient_times_the_input(mixer_dir, dataset):
     """The Mixer's map is Σ_k (x − shift) · ∂z_pred/∂x from its hand-written backward; one pixel's
     gradient is checked against central differences."""
-    from conftest import TINY_MIXER
-
     from litenet.train import network
     from litenet.weights import load_model
 
-    params = load_model(mixer_dir)[0].astype(np.float64)
+    params, TINY_MIXER = load_model(mixer_dir)[:2]
+    params = params.astype(np.float64)
     image = dataset.test.images[:1].astype(np.float64) / 255
     z, maps = saliency(params, image, TINY_MIXER)
     pred, (i, j, k), eps = int(z[0].argmax()), (5, 17, 1), 1e-6

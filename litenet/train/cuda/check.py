@@ -39,6 +39,13 @@ class Tolerance:
 # compiler may fuse a·b + c into one rounding or not; 16·√n covers both without hiding a real bug
 # (a wrong index or a missed term is off by O(1), not by 1e-6).
 FLOAT32 = Tolerance(unit=2.0 ** -24, safety=16.0)
+# Tensor-core products (mma.cuh) round both operands before multiplying: TF32 keeps 10 mantissa
+# bits (unit 2⁻¹¹), BF16 7 (unit 2⁻⁸). Each product is then exact in fp32 and the fp32 sums add
+# only 2⁻²⁴-sized errors, so the operands' rounding, about 2u per product with random signs,
+# dominates: safety 4 is those 2 times 2 of headroom over the √n growth.
+TF32 = Tolerance(unit=2.0 ** -11, safety=4.0)
+BF16 = Tolerance(unit=2.0 ** -8, safety=4.0)
+TOLERANCES = {"fp32": FLOAT32, "tf32": TF32, "bf16": BF16}
 
 
 def compare(kernel: str, tensor: str, got, want, terms: int, tol: Tolerance = FLOAT32) -> float:

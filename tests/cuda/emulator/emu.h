@@ -193,6 +193,15 @@ inline int __shfl_xor_sync(unsigned, int v, int mask) {
     return r;
 }
 
+inline unsigned int __shfl_sync(unsigned, unsigned int v, int src) {
+    const int w = emu::cur->warp, l = emu::cur->lane;
+    emu::shuffle_ints[w][l] = (int)v;
+    emu::wait(emu::WAIT_WARP);
+    const unsigned int r = (unsigned int)emu::shuffle_ints[w][src & 31];
+    emu::wait(emu::WAIT_WARP);
+    return r;
+}
+
 inline float atomicAdd(float* p, float v) { const float o = *p; *p = o + v; return o; }
 inline int atomicAdd(int* p, int v) { const int o = *p; *p = o + v; return o; }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { const unsigned o = *p; *p = o + v; return o; }

@@ -1,0 +1,39 @@
+// patches.cu — the Mixer's input: the step's images gathered from the uint8 training set on the
+// GPU, augmented, cut into P×P patches, tokens-major (twins: ops.patchify of the images that
+// litenet.train.augment.apply gives).
+//
+//   patches_gather:  out[t, b, (py·P + px)·3 + k] = x[b, y, x', k] / 255 − shift, where image b of the
+//                    step is images[batches[ctr[0]·B + b]] and (y, x') is pixel (py, px) of patch t in
+//                    the crop, mirrored when flips[b] (a crop, then a flip, as torchvision's order):
+//                      c = gx·P + px, or 31 − (gx·P + px) when flipped;
+//                      y = reflect(gy·P + py + oy − pad),  x' = reflect(c + ox − pad);  reflect(i) mirrors about the edge pixel
+//                    (−1 → 1, 32 → 30), as np.pad and PyTorch's "reflect" do. crops[(ctr[0]·B + b)·2 + {0,1}]
+//                    = (oy, ox) in 0 … 2·pad; with pad = 0 the offsets are 0 (no crop).
+//
+// The data set stays on the GPU as uint8 and the augmentation is fused into this read: no padded or
+// flipped copy is made. Launch: 256 threads, grid-stride over T·B·P²·3 outputs (any grid).
+#include "common.cuh"
+
+__device__ __forceinline__ int reflect32(int i) {
+    i = i < 0 ? -i : i;
+    return i > 31 ? 62 - i : i;
+}
+
+extern "C" __global__ void patches_gather(const unsigned char* images, const int* batches, const unsigned char* flips,
+                                          const signed char* crops, const int* ctr, float* out, int B, int patch,
+                                          int pad, float shift) {
+    const int grid = 32 / patch, per_patch = patch * patch * 3, T = grid * grid;
+    const size_t total = (size_t)T * B * per_patch, base = (size_t)step_pos(ctr) * B;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        const int inner = (int)(e % per_patch), b = (int)((e / per_patch) % B), t = (int)(e / ((size_t)per_patch * B));
+        const int k = inner % 3, px = (inner / 3) % patch, py = inner / (3 * patch);
+        int y = (t / grid) * patch + py, x = (t % grid) * patch + px;
+        if (flips[base + b]) x = 31 - x;  // the crop is mirrored: column x of it is column 31 − x of the unmirrored crop
+        if (pad > 0) {
+            y = reflect32(y + crops[(base + b) * 2] - pad);
+            x = reflect32(x + crops[(base + b) * 2 + 1] - pad);
+        }
+        const unsigned char v = images[(size_t)batches[base + b] * 3072 + (y * 32 + x) * 3 + k];
+        out[e] = (float)v / 255.f - shift;
+    }
+}

@@ -1,0 +1,177 @@
+// token_linear.cu — the Mixer's product across the patches and its gradients (twins:
+// ops.token_linear_forward, ops.token_linear_backward). Activations are tokens-major, so a tensor
+// (T, B, d) is the matrix X (T, N) with N = B·d, and the product is one matrix product with no
+// transposed copy: W is read through a transposed view where the formula wants Wᵀ.
+//
+//   token_linear_gelu_forward:         u = Wᵀ X + b (b per output patch), a = GELU(u)   W: (T, T')
+//   token_linear_residual_forward:     y = r + Wᵀ X + b  (the branch joins the residual stream)
+//   token_linear_backward_input:       ∂X = W ∂Y
+//   token_linear_backward_input_gelu:  ∂U = (W ∂Y) · GELU'(u)  (through the GELU before the product)
+//   token_linear_backward_weight:      ∂W = X ∂Yᵀ  (a sum over all N = B·d columns: split-K)
+//   token_linear_backward_bias:        ∂b[j] = Σ_n ∂Y[j, n]  (one block per row j, in a fixed order)
+//
+// Each product in three precisions (mma.cuh): the plain names fp32 on the SIMT cores, `_tf32` and
+// `_bf16` on the tensor cores (sm_80+). Launch: 256 threads; products: grid = tiles_m · tiles_n ·
+// splits over the output (64 × 64 tiles), scratch ≥ tiles·splits·LN_SLAB_OF(4) floats when
+// splits > 1, counters ≥ tiles zeroed (left zeroed); bias: grid = T'. Limits: int indexing.
+#include "common.cuh"
+#include "splitk.cuh"
+
+template <bool GELU, class P>
+__device__ void token_forward_body(const float* x, const float* W, const float* bias, const float* r, float* u,
+                                   float* a, int T, int T_out, int N, int splits, float* scratch,
+                                   unsigned int* counters) {
+    __shared__ GemmSmem<4> smem;
+    const TileCoords<4> tc(splits, N);
+    float acc[4][4], unused;
+    // A(j, t) = W[t, j]: W (T, T') read as a transposed view.
+    if (!gemm_splitk<4, 1, P>(Mat<false>{W, T_out}, Mat<true>{x, N}, T_out, N, T, tc.m0, tc.n0, tc.split, splits,
+                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), counters + tc.tile, acc, false,
+                              unused, smem))
+        return;
+    for (int i = 0; i < 4; ++i) {
+        const int j = tc.m(i);
+        if (j >= T_out) continue;
+        float v[4], g[4];
+        for (int q = 0; q < 4; ++q) {
+            v[q] = acc[i][q] + bias[j];
+            if (r != nullptr && tc.n(q) < N) v[q] += r[(size_t)j * N + tc.n(q)];
+            g[q] = GELU ? gelu_value(v[q]) : 0.f;
+        }
+        store_row4(u, N, j, tc.n(0), N, v);
+        if (GELU) store_row4(a, N, j, tc.n(0), N, g);
+    }
+}
+
+template <class P>
+__device__ void token_backward_input_body(const float* dy, const float* W, const float* u, float* dx, int T,
+                                          int T_out, int N, int splits, float* scratch, unsigned int* counters) {
+    __shared__ GemmSmem<4> smem;
+    const TileCoords<4> tc(splits, N);
+    float acc[4][4], unused;
+    if (!gemm_splitk<4, 1, P>(Mat<true>{W, T_out}, Mat<true>{dy, N}, T, N, T_out, tc.m0, tc.n0, tc.split, splits,
+                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), counters + tc.tile, acc, false,
+                              unused, smem))
+        return;
+    for (int i = 0; i < 4; ++i) {
+        const int t = tc.m(i);
+        if (t >= T) continue;
+        if (u != nullptr)
+            for (int q = 0; q < 4; ++q)
+                if (tc.n(q) < N) acc[i][q] *= gelu_slope(u[(size_t)t * N + tc.n(q)]);
+        store_row4(dx, N, t, tc.n(0), N, acc[i]);
+    }
+}
+
+template <class P>
+__device__ void token_backward_weight_body(const float* x, const float* dy, float* dW, int T, int T_out, int N,
+                                           int splits, float* scratch, unsigned int* counters) {
+    __shared__ GemmSmem<4> smem;
+    const TileCoords<4> tc(splits, T_out);
+    float acc[4][4], unused;
+    // B(n, j) = ∂Y[j, n]: ∂Y read as a transposed view; a long sum over few blocks: fetch two steps ahead.
+    if (!gemm_splitk<4, 2, P>(Mat<true>{x, N}, Mat<false>{dy, N}, T, T_out, N, tc.m0, tc.n0, tc.split, splits,
+                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), counters + tc.tile, acc, false,
+                              unused, smem))
+        return;
+    for (int i = 0; i < 4; ++i)
+        if (tc.m(i) < T) store_row4(dW, T_out, tc.m(i), tc.n(0), T_out, acc[i]);
+}
+
+extern "C" __global__ void token_linear_gelu_forward(const float* x, const float* W, const float* bias, float* u,
+                                                     float* a, int T, int T_out, int N, int splits, float* scratch,
+                                                     unsigned int* counters) {
+    token_forward_body<true, PrecFp32>(x, W, bias, nullptr, u, a, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_residual_forward(const float* x, const float* W, const float* bias,
+                                                         const float* r, float* y, int T, int T_out, int N, int splits,
+                                                         float* scratch, unsigned int* counters) {
+    token_forward_body<false, PrecFp32>(x, W, bias, r, y, nullptr, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_input(const float* dy, const float* W, float* dx, int T, int T_out,
+                                                       int N, int splits, float* scratch, unsigned int* counters) {
+    token_backward_input_body<PrecFp32>(dy, W, nullptr, dx, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_input_gelu(const float* dy, const float* W, const float* u, float* du,
+                                                            int T, int T_out, int N, int splits, float* scratch,
+                                                            unsigned int* counters) {
+    token_backward_input_body<PrecFp32>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_weight(const float* x, const float* dy, float* dW, int T, int T_out,
+                                                        int N, int splits, float* scratch, unsigned int* counters) {
+    token_backward_weight_body<PrecFp32>(x, dy, dW, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_gelu_forward_tf32(const float* x, const float* W, const float* bias, float* u,
+                                                          float* a, int T, int T_out, int N, int splits,
+                                                          float* scratch, unsigned int* counters) {
+    token_forward_body<true, PrecTf32>(x, W, bias, nullptr, u, a, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_residual_forward_tf32(const float* x, const float* W, const float* bias,
+                                                              const float* r, float* y, int T, int T_out, int N,
+                                                              int splits, float* scratch, unsigned int* counters) {
+    token_forward_body<false, PrecTf32>(x, W, bias, r, y, nullptr, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_input_tf32(const float* dy, const float* W, float* dx, int T,
+                                                            int T_out, int N, int splits, float* scratch,
+                                                            unsigned int* counters) {
+    token_backward_input_body<PrecTf32>(dy, W, nullptr, dx, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_input_gelu_tf32(const float* dy, const float* W, const float* u,
+                                                                 float* du, int T, int T_out, int N, int splits,
+                                                                 float* scratch, unsigned int* counters) {
+    token_backward_input_body<PrecTf32>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_weight_tf32(const float* x, const float* dy, float* dW, int T,
+                                                             int T_out, int N, int splits, float* scratch,
+                                                             unsigned int* counters) {
+    token_backward_weight_body<PrecTf32>(x, dy, dW, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u,
+                                                          float* a, int T, int T_out, int N, int splits,
+                                                          float* scratch, unsigned int* counters) {
+    token_forward_body<true, PrecBf16>(x, W, bias, nullptr, u, a, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_residual_forward_bf16(const float* x, const float* W, const float* bias,
+                                                              const float* r, float* y, int T, int T_out, int N,
+                                                              int splits, float* scratch, unsigned int* counters) {
+    token_forward_body<false, PrecBf16>(x, W, bias, r, y, nullptr, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_input_bf16(const float* dy, const float* W, float* dx, int T,
+                                                            int T_out, int N, int splits, float* scratch,
+                                                            unsigned int* counters) {
+    token_backward_input_body<PrecBf16>(dy, W, nullptr, dx, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_input_gelu_bf16(const float* dy, const float* W, const float* u,
+                                                                 float* du, int T, int T_out, int N, int splits,
+                                                                 float* scratch, unsigned int* counters) {
+    token_backward_input_body<PrecBf16>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_weight_bf16(const float* x, const float* dy, float* dW, int T,
+                                                             int T_out, int N, int splits, float* scratch,
+                                                             unsigned int* counters) {
+    token_backward_weight_body<PrecBf16>(x, dy, dW, T, T_out, N, splits, scratch, counters);
+}
+
+// ∂b[j] = Σ_n ∂Y[j, n]: block j, each thread a strided part in n order, then the block's fixed-order sum.
+extern "C" __global__ void token_linear_backward_bias(const float* dy, float* db, int N) {
+    __shared__ float scratch[32];
+    const float* row = dy + (size_t)blockIdx.x * N;
+    float s = 0.f;
+    for (int n = threadIdx.x; n < N; n += blockDim.x) s += row[n];
+    s = block_sum(s, scratch);
+    if (threadIdx.x == 0) db[blockIdx.x] = s;
+}

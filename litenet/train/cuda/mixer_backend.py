@@ -1,0 +1,182 @@
+"""MixerCudaBackend: the Mixer's training step on an NVIDIA GPU (mixer_plans.py), with the methods of
+every backend (litenet/train/backends.py) plus memory_report().
+
+As the MLP's CudaBackend: everything is allocated once; the step's launches read their batch,
+flips, crops, learning rate and AdamW step count from a schedule on the device through the step
+counter, so the list is captured once as a CUDA graph and replayed; statistics stay on the device
+until fetch_stats. The training set is copied to the GPU once, as uint8, and augmented there
+(patches.cu). `precision`: "fp32" (any GPU from sm_61), "tf32" or "bf16" (tensor cores, sm_80+).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from litenet.errors import LiteNetError, UsageError
+from litenet.gpu.launch import check_launch
+from litenet.model import MixerConfig, TrainConfig, param_count
+from litenet.train.cuda.layout import param_offsets
+from litenet.train.cuda.mixer_plans import PRECISIONS, MixerPlans, MixerShapes, arena_plan
+from litenet.train.numpy_backend import decay_mask
+
+
+
+def has_tensor_cores(capability: str) -> bool:
+    """Whether "sm_XY" runs mma.sync with TF32 / BF16 operands (sm_80, Ampere, and newer); the CPU
+    emulator ("emulated") runs the same fragment code."""
+    return capability == "emulated" or (capability.startswith("sm_") and int(capability[3:-1]) >= 8)
+
+
+class MixerCudaBackend:
+    """Trains a Mixer on the GPU with the kernels in kernels/*.cu."""
+
+    name = "cuda"
+
+    def __init__(self, model: MixerConfig, train: TrainConfig, params: np.ndarray, device=None,
+                 precision: str | None = None, graph: bool = True, steps_per_graph: int = 4, capacity: int | None = None,
+                 comm=None, check_kernels: int = 0):
+        precision = precision or train.precision
+        if precision not in PRECISIONS:
+            raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+        if train.optimizer != "adamw" or train.loss != "cross-entropy":
+            raise LiteNetError("the CUDA Mixer trains with optimizer = adamw and loss = cross-entropy; "
+                               "use --backend numpy for other recipes")
+        if comm is not None and getattr(comm, "world_size", 1) > 1:
+            raise LiteNetError("data-parallel training of a Mixer on several GPUs is not written yet; use one GPU")
+        if check_kernels:
+            raise LiteNetError("--check-kernels covers the MLP's kernels; the Mixer's are checked by tests/cuda")
+        params = np.asarray(params)
+        if params.shape != (param_count(model),):
+            raise LiteNetError(f"expected {param_count(model)} parameters for this model, got shape {params.shape}")
+        if device is None:
+            from litenet.gpu.device import CupyDevice
+            device = CupyDevice()
+        if precision != "fp32" and not has_tensor_cores(device.capability):
+            raise UsageError(f"precision {precision} needs tensor cores (sm_80 or newer); this GPU is "
+                             f"{device.capability}: use --precision fp32")
+        self.model, self.train, self.dev, self.precision = model, train, device, precision
+        self.shapes = MixerShapes(model, train.batch_size)
+        self.capacity = capacity or int(np.clip(2 ** 20 // train.batch_size, 16, 4096))
+        self.arena = arena_plan(model, self.shapes, self.capacity, device.sm_count)
+        self.v = device.allocate(self.arena)
+        device.upload(self.v["params"], params.astype(np.float32))
+        device.upload(self.v["layout"], param_offsets(model))
+        device.upload(self.v["decay"], np.broadcast_to(decay_mask(model, train), params.shape).astype(np.float32))
+        device.upload(self.v["eval_index"], np.arange(self.shapes.B, dtype=np.int32)[None])
+        self.plans = MixerPlans(model, train, self.shapes, self.v, device.sm_count, precision)
+        self.stats_layout = self.plans.stats_layout
+        self._eval = self.plans.eval_forward()
+        self.use_graph, self.steps_per_graph = graph, max(1, int(steps_per_graph))
+        self._steps, self._graphs, self._dataset, self._labels_host = None, {}, None, None
+        self._pos, self._done, self._pending, self.updates = 0, 0, [], 0
+
+    # -- the backend interface -------------------------------------------------------------------
+
+    def load_dataset(self, images: np.ndarray, labels: np.ndarray) -> None:
+        """Copy the training set (uint8 NHWC, labels) to the GPU once; steps gather and augment it there."""
+        images, labels = np.asarray(images), np.asarray(labels)
+        if images.dtype != np.uint8 or images.shape[1:] != (32, 32, 3):
+            raise LiteNetError(f"training images must be uint8 NHWC (N, 32, 32, 3); got {images.dtype} {images.shape}")
+        if labels.shape != (len(images),) or (labels.size and labels.max() >= self.model.classes):
+            raise LiteNetError(f"labels must be one per image, in 0…{self.model.classes - 1}")
+        self._dataset = (self.dev.to_device(images), self.dev.to_device(labels.astype(np.uint8)))
+        self._labels_host = len(images)
+        self._steps = self.plans.step(*self._dataset)
+        for launch in self._steps + self._eval:
+            check_launch(launch)  # every argument against its kernel's signature, once
+        self._graphs = {}
+
+    def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None,
+                    crops: np.ndarray | None = None) -> None:
+        """Enqueue one step per row of `batches`; returns at once (the GPU runs behind)."""
+        if self._steps is None:
+            raise LiteNetError("call load_dataset before train_steps")
+        batches, lrs, B = np.asarray(batches), np.asarray(lrs, np.float32), self.shapes.B
+        n = len(batches)
+        if batches.ndim != 2 or batches.shape[1] != B:
+            raise LiteNetError(f"batches must have shape (steps, {B}); got {batches.shape}")
+        if n and (batches.min() < 0 or batches.max() >= self._labels_host):
+            raise LiteNetError("batch indices outside the training set")
+        flips = np.zeros(batches.shape, np.uint8) if flips is None else np.asarray(flips).astype(np.uint8)
+        crops = np.zeros((*batches.shape, 2), np.int8) if crops is None else np.asarray(crops).astype(np.int8)
+        done = 0
+        while done < n:
+            if self._pos == self.capacity:
+                self._drain()
+            count = min(self.capacity - self._pos, n - done)
+            rows, part = slice(self._pos, self._pos + count), slice(done, done + count)
+            self.dev.upload(self.v["batches"][rows], batches[part].astype(np.int32))
+            self.dev.upload(self.v["flips"][rows], flips[part])
+            self.dev.upload(self.v["crops"][rows], crops[part])
+            self.dev.upload(self.v["lrs"][rows], lrs[part])
+            self.dev.upload(self.v["steps"][rows], np.arange(self.updates + 1, self.updates + count + 1, dtype=np.int32))
+            self._run(count)
+            self._pos += count
+            self.updates += count
+            done += count
+
+    def fetch_stats(self) -> dict[str, np.ndarray]:
+        """Per-step statistics since the last call (backends.STAT_FIELDS); waits for the GPU."""
+        self._drain()
+        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.stats_layout.width), np.float32)
+        self._pending = []
+        return self.stats_layout.unpack(rows)
+
+    def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
+        """Forward only, one batch of images at a time through the evaluation buffers."""
+        B = self.shapes.B
+        out = np.empty((len(images), self.model.classes), np.float32)
+        chunk = np.zeros((B, 32, 32, 3), np.uint8)
+        for start in range(0, len(images), B):
+            part = np.asarray(images[start:start + B])
+            chunk[:len(part)] = part
+            self.dev.upload(self.v["eval_images"], chunk)
+            for launch in self._eval:
+                self.dev.launch(launch)
+            out[start:start + len(part)] = self.dev.download(self.v["Z"])[:len(part)]
+        return out
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {"params": self.dev.download(self.v["params"]), "m": self.dev.download(self.v["m"]),
+                "v": self.dev.download(self.v["v"]), "updates": np.array([self.updates], np.int64)}
+
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        for key in ("params", "m", "v"):
+            value = np.asarray(state[key], dtype=np.float32)
+            if value.shape != self.v[key].shape:
+                raise LiteNetError(f"checkpoint {key} has shape {value.shape}, this model needs {self.v[key].shape}")
+            self.dev.upload(self.v[key], value)
+        self.updates = int(state["updates"][0]) if "updates" in state else 0
+        self.dev.synchronize()
+
+    def memory_report(self) -> dict:
+        """Device memory: the arena (every step buffer), the dataset, and the device's own figures."""
+        dataset = sum(int(a.nbytes) for a in self._dataset) if self._dataset else 0
+        return {"precision": self.precision, "arena_bytes": self.arena.size, "dataset_bytes": dataset,
+                **self.dev.memory(), "buffers": self.arena.table()}
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _run(self, count: int) -> None:
+        k = 0
+        while k < count:
+            if not self.use_graph or self._done == 0:  # the first step eagerly: modules load outside a capture
+                for launch in self._steps:
+                    self.dev.launch(launch)
+                n = 1
+            else:
+                n = self.steps_per_graph if count - k >= self.steps_per_graph else 1
+                if n not in self._graphs:
+                    self._graphs[n] = self.dev.capture(self._steps * n)
+                self.dev.replay(self._graphs[n])
+            k += n
+            self._done += n
+
+    def _drain(self) -> None:
+        """Copy the filled statistics rows to the host and rewind the schedule (waits for the GPU)."""
+        if self._pos == 0:
+            return
+        self._pending.append(self.dev.download(self.v["stats"][:self._pos]))
+        self.dev.fill(self.v["stats"][:self._pos], 0)
+        self.dev.fill(self.v["ctr"], 0)
+        self._pos = 0

@@ -1,0 +1,259 @@
+"""The Mixer's training step on the GPU as a list of kernel launches over one arena.
+
+Activations are tokens-major, as in litenet.ops: a patch tensor (T, B, d) is at once the matrix
+(T·B, d) a channel product multiplies (linear.cu, the MLP's kernels) and the matrix (T, B·d) a
+product across the patches multiplies (token_linear.cu): no transposed copy anywhere. The forward
+keeps, per block, what the backward needs (LayerNorm's n and 1/σ and outputs, each product's
+pre-activation u and GELU(u)); the backward runs the op list in reverse with each GELU's
+derivative fused into the product before it and each residual's join done by residual_join,
+which also adds the two paths' sums to the step's statistics row.
+
+A step: patches_gather → embedding → blocks → final LayerNorm → mean over the patches → head →
+cross_entropy_smoothed → the backward → grad_norm_sq → adamw_update (the last: it advances the
+step counter, so the list is captured once as a CUDA graph and replayed for every step).
+Precision: the products' kernels in fp32, or their `_tf32` / `_bf16` versions (mma.cuh).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from litenet.gpu.launch import THREADS
+from litenet.graph import residuals
+from litenet.model import MixerConfig, TrainConfig, param_count, param_layout, param_views
+from litenet.train.cuda.kernel_args import SplitK, StatsRow, launch
+from litenet.train.cuda.layout import ArenaPlan, StatsLayout
+
+i32, f32 = np.int32, np.float32
+PRECISIONS = {"fp32": "", "tf32": "_tf32", "bf16": "_bf16"}  # the products' kernel-name suffixes
+TILE, SLAB = 64, 64 * 64 + 64  # gemm tiles are 64 × 64; a split's partial tile (+ column sums), floats
+
+
+def tiles(M: int, N: int) -> int:
+    return math.ceil(M / TILE) * math.ceil(N / TILE)
+
+
+def splits_for(M: int, N: int, K: int, sm_count: int) -> int:
+    """How many ways to cut a product's sum over K: enough blocks for two waves of the GPU, with at
+    least 4 k steps of 16 per split (a ∂W over 16,384 rows gets tens of splits; a forward none)."""
+    return int(max(1, min(math.ceil(2 * sm_count / tiles(M, N)), K // 64)))
+
+
+class MixerShapes:
+    """The sizes every launch uses: T patches, B images, d channels, the MLPs' widths, R = T·B rows, N = B·d."""
+
+    def __init__(self, model: MixerConfig, batch: int):
+        self.T, self.B, self.d = model.tokens, batch, model.width
+        self.th, self.ch, self.L, self.C = model.token_hidden, model.channel_hidden, model.blocks, model.classes
+        self.pixels = model.patch * model.patch * 3
+        self.R, self.N = self.T * batch, batch * model.width
+
+    def products(self) -> list[tuple[int, int, int]]:
+        """(M, N, K) of every product a step runs (for the split-K scratch size)."""
+        T, th, ch, d, R, N, B, C = self.T, self.th, self.ch, self.d, self.R, self.N, self.B, self.C
+        return [(R, d, self.pixels), (self.pixels, d, R), (th, N, T), (T, N, th), (T, th, N), (th, T, N),
+                (R, ch, d), (R, d, ch), (d, ch, R), (ch, d, R), (B, C, d), (d, C, B), (B, d, C)]
+
+
+def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count: int) -> ArenaPlan:
+    """Every buffer of a step and of evaluation (one allocation)."""
+    s, W = shapes, StatsLayout(len(param_layout(model)), len(residuals(model))).width
+    P, L = param_count(model), s.L
+    scratch = max(tiles(M, N) * splits_for(M, N, K, sm_count) * SLAB for M, N, K in s.products()
+                  if splits_for(M, N, K, sm_count) > 1)
+    counters = max(tiles(M, N) for M, N, _ in s.products())
+    a = ArenaPlan()
+    a.add("params", (P,), f32, "the parameters, flat (litenet.model.param_layout)")
+    a.add("grads", (P,), f32, "this step's gradient")
+    a.add("m", (P,), f32, "AdamW's first moment")
+    a.add("v", (P,), f32, "AdamW's second moment")
+    a.add("decay", (P,), f32, "the weight decay of every parameter (0 on biases and γ, β under decay = weights)")
+    a.add("layout", (len(param_layout(model)) + 1,), i32, "offsets of the parameter tensors, then the total")
+    a.add("ctr", (2,), i32, "step position in schedule and statistics; finished-block count")
+    a.add("batches", (capacity, s.B), i32, "schedule: image indices of each step")
+    a.add("flips", (capacity, s.B), np.uint8, "schedule: mirror flag of each image")
+    a.add("crops", (capacity, s.B, 2), np.int8, "schedule: crop offsets (row, column) of each image")
+    a.add("lrs", (capacity,), f32, "schedule: learning rate of each step")
+    a.add("steps", (capacity,), i32, "schedule: AdamW's 1-based update count of each step")
+    a.add("stats", (capacity, W), f32, "one statistics row per step until fetch_stats")
+    a.add("scratch", (max(scratch, 1),), f32, "split-K partial tiles, consumed within each launch")
+    a.add("counters", (counters,), np.uint32, "split-K arrival counts, always left at zero")
+    a.add("X0", (s.R, s.pixels), f32, "the step's patches, tokens-major")
+    a.add("H", (2 * L + 1, s.R, s.d), f32, "the residual stream: embedding, then each block's two joins")
+    for name, what in (("Y", "LayerNorm outputs"), ("NRM", "LayerNorm's normalised n")):
+        a.add(name, (2 * L + 1, s.R, s.d), f32, f"{what}: each block's two, then the final one")
+    a.add("RSTD", (2 * L + 1, s.R), f32, "LayerNorm's 1/√(σ²+eps), as Y")
+    a.add("U1", (L, s.th, s.N), f32, "the token MLP's pre-activation u")
+    a.add("A1", (L, s.th, s.N), f32, "GELU(u) of the token MLP")
+    a.add("U2", (L, s.R, s.ch), f32, "the channel MLP's pre-activation u")
+    a.add("A2", (L, s.R, s.ch), f32, "GELU(u) of the channel MLP")
+    a.add("POOL", (s.B, s.d), f32, "the mean over the patches")
+    a.add("Z", (s.B, s.C), f32, "logits")
+    a.add("DZ", (s.B, s.C), f32, "∂z")
+    a.add("DPOOL", (s.B, s.d), f32, "∂ of the mean")
+    a.add("DH", (2, s.R, s.d), f32, "∂ of the residual stream, two buffers taking turns")
+    a.add("DY", (s.R, s.d), f32, "∂ of a LayerNorm's output")
+    a.add("DS", (s.R, s.d), f32, "∂ of a LayerNorm's input from its branch")
+    a.add("DU2", (s.R, s.ch), f32, "∂u of the channel MLP")
+    a.add("DU1", (s.th, s.N), f32, "∂u of the token MLP")
+    a.add("eval_images", (s.B, 32, 32, 3), np.uint8, "evaluation: one chunk of images")
+    a.add("eval_index", (1, s.B), i32, "evaluation: 0 … B−1")
+    a.add("eval_flips", (1, s.B), np.uint8, "evaluation: zeros")
+    a.add("eval_crops", (1, s.B, 2), np.int8, "evaluation: zeros")
+    a.add("eval_ctr", (2,), i32, "evaluation: zeros")
+    return a
+
+
+class MixerPlans:
+    """The launch lists of a step and of evaluation, over allocated arena views `v`."""
+
+    def __init__(self, model: MixerConfig, train: TrainConfig, shapes: MixerShapes, v: dict, sm_count: int,
+                 precision: str = "fp32"):
+        self.m, self.t, self.s, self.v, self.sm = model, train, shapes, v, sm_count
+        self.suffix = PRECISIONS[precision]
+        self.p = param_views(v["params"], model)
+        self.g = param_views(v["grads"], model)
+        self.stats_layout = StatsLayout(len(param_layout(model)), len(residuals(model)))
+        self.row = StatsRow(v["ctr"], v["stats"], i32(self.stats_layout.width))
+
+    # -- building blocks ---------------------------------------------------------------------------
+
+    def _splitk(self, M: int, N: int, K: int) -> tuple[int, SplitK]:
+        n = splits_for(M, N, K, self.sm)
+        return tiles(M, N) * n, SplitK(i32(n), self.v["scratch"], self.v["counters"])
+
+    def _product(self, kernel: str, rows: int, cols: int, depth: int, **named):
+        """A product's launch (output rows × cols, a sum over depth): the precision's version of
+        `kernel`, split as splits_for says."""
+        grid, split = self._splitk(rows, cols, depth)
+        return launch(kernel + self.suffix, grid, split, **named)
+
+    def _rows(self, n: int) -> int:
+        return max(1, min(math.ceil(n / THREADS), 8 * self.sm))
+
+    def _layernorm(self, x, i: int, rows: int) -> object:
+        name = self._ln_name(i)
+        return launch("layernorm_forward", math.ceil(rows / (THREADS // 32)), x=x, gamma=self.p[f"{name}.gamma"],
+                      beta=self.p[f"{name}.beta"], y=self.v["Y"][i], nrm=self.v["NRM"][i], rstd=self.v["RSTD"][i],
+                      B=i32(rows), d=i32(self.s.d), eps=f32(self.m.ln_eps))
+
+    def _ln_name(self, i: int) -> str:
+        """LayerNorm i of the step: 2·block (token), 2·block + 1 (channel), 2·blocks (final)."""
+        return "final_ln" if i == 2 * self.s.L else f"blocks.{i // 2}.{'token' if i % 2 == 0 else 'channel'}_ln"
+
+    def _layernorm_backward(self, dy, ds, i: int) -> object:
+        s, name = self.s, self._ln_name(i)
+        row_blocks = math.ceil(s.R / (THREADS // 32))
+        n = splits_for(s.R, 2 * s.d, s.R, self.sm)
+        return launch("residual_layernorm_backward", row_blocks + math.ceil(2 * s.d / TILE) * n,
+                      SplitK(i32(n), self.v["scratch"], self.v["counters"]), dy=dy, nrm=self.v["NRM"][i],
+                      rstd=self.v["RSTD"][i], gamma=self.p[f"{name}.gamma"], ds=ds, dgamma=self.g[f"{name}.gamma"],
+                      dbeta=self.g[f"{name}.beta"], B=i32(s.R), d=i32(s.d), row_blocks=i32(row_blocks))
+
+    # -- the forward -------------------------------------------------------------------------------
+
+    def forward(self, images, batches, flips, crops, ctr, pad: int) -> list:
+        """From the step's images to the logits Z (training and evaluation alike)."""
+        s, v, p = self.s, self.v, self.p
+        out = [launch("patches_gather", self._rows(s.R * s.pixels), images=images, batches=batches, flips=flips,
+                      crops=crops, ctr=ctr, out=v["X0"], B=i32(s.B), patch=i32(self.m.patch), pad=i32(pad),
+                      shift=f32(self.m.input_shift)),
+               self._product("linear_forward", s.R, s.d, s.pixels, x=v["X0"], W=p["embed.weight"],
+                             bias=p["embed.bias"], y=v["H"][0], B=i32(s.R), n_in=i32(s.pixels), n_out=i32(s.d))]
+        for b in range(s.L):
+            h, k = v["H"][2 * b], f"blocks.{b}"
+            out += [self._layernorm(h, 2 * b, s.R),
+                    self._product("token_linear_gelu_forward", s.th, s.N, s.T, x=v["Y"][2 * b],
+                                  W=p[f"{k}.token_fc1.weight"], bias=p[f"{k}.token_fc1.bias"], u=v["U1"][b],
+                                  a=v["A1"][b], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
+                    self._product("token_linear_residual_forward", s.T, s.N, s.th, x=v["A1"][b],
+                                  W=p[f"{k}.token_fc2.weight"], bias=p[f"{k}.token_fc2.bias"], r=h,
+                                  y=v["H"][2 * b + 1], T=i32(s.th), T_out=i32(s.T), N=i32(s.N)),
+                    self._layernorm(v["H"][2 * b + 1], 2 * b + 1, s.R),
+                    self._product("linear_gelu_forward", s.R, s.ch, s.d, x=v["Y"][2 * b + 1],
+                                  W=p[f"{k}.channel_fc1.weight"], bias=p[f"{k}.channel_fc1.bias"], u=v["U2"][b],
+                                  a=v["A2"][b], B=i32(s.R), n_in=i32(s.d), n_out=i32(s.ch)),
+                    self._product("linear_residual_forward", s.R, s.d, s.ch, x=v["A2"][b],
+                                  W=p[f"{k}.channel_fc2.weight"], bias=p[f"{k}.channel_fc2.bias"],
+                                  r=v["H"][2 * b + 1], y=v["H"][2 * b + 2], B=i32(s.R), n_in=i32(s.ch),
+                                  n_out=i32(s.d))]
+        out += [self._layernorm(v["H"][2 * s.L], 2 * s.L, s.R),
+                launch("mean_tokens_forward", self._rows(s.N), x=v["Y"][2 * s.L], y=v["POOL"], T=i32(s.T),
+                       N=i32(s.N)),
+                self._product("linear_forward", s.B, s.C, s.d, x=v["POOL"], W=p["head.weight"], bias=p["head.bias"],
+                              y=v["Z"], B=i32(s.B), n_in=i32(s.d), n_out=i32(s.C))]
+        return out
+
+    def eval_forward(self) -> list:
+        v = self.v
+        return self.forward(v["eval_images"], v["eval_index"], v["eval_flips"], v["eval_crops"], v["eval_ctr"], 0)
+
+    # -- a training step -----------------------------------------------------------------------------
+
+    def step(self, images, labels) -> list:
+        """Forward, loss, backward, gradient norms and the AdamW update of one step."""
+        s, v, p, g, t = self.s, self.v, self.p, self.g, self.t
+        out = self.forward(images, v["batches"], v["flips"], v["crops"], v["ctr"], t.crop_padding
+                           if "crop" in t.augmentations else 0)
+        out += [launch("cross_entropy_smoothed", math.ceil(s.B / THREADS), self.row, z=v["Z"], labels=labels,
+                       batches=v["batches"], dz=v["DZ"], B=i32(s.B), C=i32(s.C), eps=f32(t.label_smoothing)),
+                self._product("linear_backward_weight", s.d, s.C, s.B, x=v["POOL"], dy=v["DZ"], dW=g["head.weight"],
+                              db=g["head.bias"], B=i32(s.B), n_in=i32(s.d), n_out=i32(s.C)),
+                self._product("linear_backward_input", s.B, s.d, s.C, dy=v["DZ"], W=p["head.weight"],
+                              dx=v["DPOOL"], B=i32(s.B), n_in=i32(s.d), n_out=i32(s.C)),
+                launch("mean_tokens_backward", self._rows(s.R * s.d), dy=v["DPOOL"], dx=v["DY"], T=i32(s.T),
+                       N=i32(s.N)),
+                self._layernorm_backward(v["DY"], v["DH"][0], 2 * s.L)]
+        dh = 0  # v["DH"][dh] holds ∂ of the stream after the block being walked back
+        for b in reversed(range(s.L)):
+            out += self._block_backward(b, dh)
+        out += [self._product("linear_backward_weight", s.pixels, s.d, s.R, x=v["X0"], dy=v["DH"][dh],
+                              dW=g["embed.weight"], db=g["embed.bias"], B=i32(s.R), n_in=i32(s.pixels),
+                              n_out=i32(s.d)),
+                launch("grad_norm_sq", math.ceil(v["grads"].size / 4096), self.row, grads=v["grads"],
+                       offsets=v["layout"], T=i32(self.stats_layout.tensors)),
+                launch("adamw_update", self._rows(v["params"].size), self.row, params=v["params"], m=v["m"],
+                       v=v["v"], grads=v["grads"], decay=v["decay"], lrs=v["lrs"], steps=v["steps"],
+                       n=i32(v["params"].size), T=i32(self.stats_layout.tensors), beta1=f32(t.beta1),
+                       beta2=f32(t.beta2), eps=f32(t.adam_eps), threshold=f32(t.clip_threshold),
+                       clip_norm=f32(t.clip_norm))]
+        return out
+
+    def _block_backward(self, b: int, dh: int) -> list:
+        """Block b in reverse: ∂ of its output in DH[dh] → ∂ of its input in DH[dh] (via DH[1 − dh])."""
+        s, v, p, g, k = self.s, self.v, self.p, self.g, f"blocks.{b}"
+        d_out, d_mid = v["DH"][dh], v["DH"][1 - dh]
+        path = self.stats_layout.path
+        return [
+            # the channel MLP: ∂u = (∂y W2ᵀ)·GELU'(u), ∂W2 = aᵀ ∂y, ∂W1 = yᵀ ∂u, ∂(its LayerNorm's output)
+            self._product("linear_backward_input_gelu", s.R, s.ch, s.d, dy=d_out, W=p[f"{k}.channel_fc2.weight"],
+                          u=v["U2"][b], du=v["DU2"], B=i32(s.R), n_in=i32(s.ch), n_out=i32(s.d)),
+            self._product("linear_backward_weight", s.ch, s.d, s.R, x=v["A2"][b], dy=d_out,
+                          dW=g[f"{k}.channel_fc2.weight"], db=g[f"{k}.channel_fc2.bias"], B=i32(s.R),
+                          n_in=i32(s.ch), n_out=i32(s.d)),
+            self._product("linear_backward_input", s.R, s.d, s.ch, dy=v["DU2"], W=p[f"{k}.channel_fc1.weight"],
+                          dx=v["DY"], B=i32(s.R), n_in=i32(s.d), n_out=i32(s.ch)),
+            self._product("linear_backward_weight", s.d, s.ch, s.R, x=v["Y"][2 * b + 1], dy=v["DU2"],
+                          dW=g[f"{k}.channel_fc1.weight"], db=g[f"{k}.channel_fc1.bias"], B=i32(s.R),
+                          n_in=i32(s.d), n_out=i32(s.ch)),
+            self._layernorm_backward(v["DY"], v["DS"], 2 * b + 1),
+            launch("residual_join", self._rows(s.R * s.d), ds=d_out, dx_main=v["DS"], dx=d_mid, n=i32(s.R * s.d),
+                   ctr=v["ctr"], stats=v["stats"], stat_width=self.row.stat_width, slot=i32(path + 3 * (2 * b + 1))),
+            # the token MLP, on (T, N) matrices
+            self._product("token_linear_backward_input_gelu", s.th, s.N, s.T, dy=d_mid,
+                          W=p[f"{k}.token_fc2.weight"], u=v["U1"][b], du=v["DU1"], T=i32(s.th), T_out=i32(s.T),
+                          N=i32(s.N)),
+            self._product("token_linear_backward_weight", s.th, s.T, s.N, x=v["A1"][b], dy=d_mid,
+                          dW=g[f"{k}.token_fc2.weight"], T=i32(s.th), T_out=i32(s.T), N=i32(s.N)),
+            launch("token_linear_backward_bias", s.T, dy=d_mid, db=g[f"{k}.token_fc2.bias"], N=i32(s.N)),
+            self._product("token_linear_backward_input", s.T, s.N, s.th, dy=v["DU1"], W=p[f"{k}.token_fc1.weight"],
+                          dx=v["DY"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
+            self._product("token_linear_backward_weight", s.T, s.th, s.N, x=v["Y"][2 * b], dy=v["DU1"],
+                          dW=g[f"{k}.token_fc1.weight"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
+            launch("token_linear_backward_bias", s.th, dy=v["DU1"], db=g[f"{k}.token_fc1.bias"], N=i32(s.N)),
+            self._layernorm_backward(v["DY"], v["DS"], 2 * b),
+            launch("residual_join", self._rows(s.R * s.d), ds=d_mid, dx_main=v["DS"], dx=d_out, n=i32(s.R * s.d),
+                   ctr=v["ctr"], stats=v["stats"], stat_width=self.row.stat_width, slot=i32(path + 3 * (2 * b))),
+        ]
