@@ -1,0 +1,184 @@
+"""Benchmark: LiteNet's CUDA kernels training the Mixer against the same model and recipe in PyTorch,
+eager and torch.compile (TF32 on, data and augmentation on the GPU), timed in the same run.
+
+    python bench/bench_mixer_gpu.py steps --batches 256 1024 --out steps.json
+        per-step time (median of CUDA-event-timed runs of 20 steps) of LiteNet in fp32/tf32/bf16 and of
+        PyTorch eager and compiled; peak GPU memory of each (the uint8 data set aside); FLOP floors
+    python bench/bench_mixer_gpu.py train --data DIR --epochs 40 --runs litenet:bf16 torch torch-compile
+        whole training runs on CIFAR-10 with the preset's recipe: test accuracy after every epoch and
+        the training time to reach --target (82 %) — evaluation time excluded from every contender
+Both print a table and write JSON (--out). Both contenders train on the same batches, flips and crop
+offsets (litenet.train.schedule) from the same initial weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from litenet.model import init_params, load_preset, override  # noqa: E402
+from litenet.train import schedule  # noqa: E402
+
+PEAK_TFLOPS = {"fp32": 67.0, "tf32": 494.0, "bf16": 989.0}  # H200 SXM dense, NVIDIA's data sheet
+PEAK_TBPS = 4.8
+
+
+def step_flops(model, batch: int) -> float:
+    """Multiply-adds ×2 of one training step's products: the forward's, ×3 (∂x and ∂W)."""
+    T, d, th, ch, L, C = model.tokens, model.width, model.token_hidden, model.channel_hidden, model.blocks, model.classes
+    per_image = T * model.patch ** 2 * 3 * d + L * (2 * th * T * d + 2 * T * d * ch) + d * C
+    return 3 * 2 * per_image * batch
+
+
+def contenders(names: list[str], model, train, params, images, labels):
+    """name → an object with step(rows, lrs) (rows: the step's batch, flips, crops) and logits(images)."""
+    import torch
+
+    from litenet.train.cuda.mixer_backend import MixerCudaBackend
+    from torch_mixer import TorchTrainer
+
+    out = {}
+    for name in names:
+        if name.startswith("litenet"):
+            precision = name.split(":")[1] if ":" in name else "fp32"
+            backend = MixerCudaBackend(model, override(train, {"precision": precision}), params)
+            backend.load_dataset(images, labels)
+            out[name] = backend
+        else:
+            out[name] = TorchTrainer(model, train, params, images, labels, compile=name == "torch-compile")
+    torch.cuda.synchronize()
+    return out
+
+
+def run_steps(contender, batches, flips, crops, lrs) -> None:
+    """Enqueue the steps (LiteNet: its schedule; PyTorch: one step call each)."""
+    if hasattr(contender, "train_steps"):
+        contender.train_steps(batches, lrs, flips, crops)
+        contender.fetch_stats()
+        return
+    import torch
+    dev = contender.images.device
+    for b, f, c, lr in zip(batches, flips, crops, lrs):
+        contender.step(torch.as_tensor(b, device=dev), torch.as_tensor(f, device=dev),
+                       torch.as_tensor(c.astype(np.int64), device=dev), float(lr))
+
+
+def timed(contender, batches, flips, crops, lrs) -> float:
+    """Seconds for the steps, the GPU drained before and after (CUDA events would not see CuPy's stream)."""
+    import torch
+    import cupy
+    torch.cuda.synchronize()
+    cupy.cuda.Device().synchronize()
+    t = time.perf_counter()
+    run_steps(contender, batches, flips, crops, lrs)
+    torch.cuda.synchronize()
+    cupy.cuda.Device().synchronize()
+    return time.perf_counter() - t
+
+
+def steps_mode(args) -> dict:
+    import torch
+    preset = load_preset(args.preset)
+    rows = []
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (8192, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, len(images)).astype(np.uint8)
+    for batch in args.batches:
+        train = override(preset.train, {"batch_size": batch})
+        params = init_params(preset.model, train.seed)
+        n = args.steps
+        batches = np.stack([rng.permutation(len(images))[:batch] for _ in range(n)])
+        flips, crops = rng.random(batches.shape) < 0.5, rng.integers(0, 9, (*batches.shape, 2)).astype(np.int8)
+        lrs = np.full(n, train.lr)
+        for name in args.contenders:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            c = contenders([name], preset.model, train, params, images, labels)[name]
+            timed(c, batches[:3], flips[:3], crops[:3], lrs[:3])  # warm-up (compilation, graph capture)
+            times = [timed(c, batches, flips, crops, lrs) / n for _ in range(args.repeats)]
+            if hasattr(c, "memory_report"):
+                memory = c.memory_report()["arena_bytes"]
+            else:
+                memory = torch.cuda.max_memory_allocated() - base - c.images.nbytes
+            ms = 1e3 * statistics.median(times)
+            precision = name.split(":")[1] if ":" in name else ("tf32" if name.startswith("torch") else "fp32")
+            floor_ms = 1e3 * step_flops(preset.model, batch) / (PEAK_TFLOPS[precision] * 1e12)
+            rows.append({"batch": batch, "contender": name, "ms_per_step": ms, "memory_bytes": int(memory),
+                         "flop_floor_ms": floor_ms, "times_floor": ms / floor_ms})
+            print(f"batch {batch:5d}  {name:16s} {ms:8.3f} ms/step  {memory / 2**20:8.1f} MiB  "
+                  f"{ms / floor_ms:6.1f}× its {precision} FLOP floor", flush=True)
+            del c
+    return {"rows": rows, "gpu": torch.cuda.get_device_name()}
+
+
+def train_mode(args) -> dict:
+    import torch
+
+    from litenet.data import open_cifar10
+    preset = load_preset(args.preset)
+    model, train = preset.model, override(preset.train, {"epochs": args.epochs})
+    ds = open_cifar10(data=args.data, progress=False)
+    images, labels = np.asarray(ds.train.images), np.asarray(ds.train.labels)
+    test_x, test_y = np.asarray(ds.test.images), np.asarray(ds.test.labels)
+    params = init_params(model, train.seed)
+    spe = schedule.steps_per_epoch(len(images), train)
+    total = spe * train.epochs
+    results = {}
+    for name in args.runs:
+        c = contenders([name], model, train, params, images, labels)[name]
+        history, train_s, reached = [], 0.0, None
+        for epoch in range(train.epochs):
+            batches = schedule.epoch_batches(len(images), train, epoch)
+            flips = schedule.epoch_flips(batches, train, epoch)
+            crops = schedule.epoch_crops(batches, train, epoch)
+            flips = np.zeros(batches.shape, bool) if flips is None else flips
+            crops = np.zeros((*batches.shape, 2), np.int8) if crops is None else crops
+            lrs = schedule.learning_rates(epoch * spe, spe, total, train)
+            train_s += timed(c, batches, flips, crops, lrs)
+            accuracy = float(np.mean(c.logits(test_x).argmax(1) == test_y))
+            history.append({"epoch": epoch + 1, "train_seconds": round(train_s, 3), "test_accuracy": accuracy})
+            if reached is None and accuracy >= args.target:
+                reached = train_s
+            print(f"{name:16s} epoch {epoch + 1:3d}  {train_s:7.1f} s  test {100 * accuracy:.2f}%", flush=True)
+        results[name] = {"history": history, "seconds_to_target": reached, "final_accuracy": history[-1]["test_accuracy"]}
+        del c
+        torch.cuda.empty_cache()
+    return {"epochs": train.epochs, "target": args.target, "runs": results, "gpu": torch.cuda.get_device_name()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("steps")
+    s.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
+    s.add_argument("--contenders", nargs="+",
+                   default=["litenet:fp32", "litenet:tf32", "litenet:bf16", "torch", "torch-compile"])
+    s.add_argument("--steps", type=int, default=20)
+    s.add_argument("--repeats", type=int, default=5)
+    t = sub.add_parser("train")
+    t.add_argument("--data", required=True)
+    t.add_argument("--epochs", type=int, default=40)
+    t.add_argument("--target", type=float, default=0.82)
+    t.add_argument("--runs", nargs="+", default=["litenet:bf16", "torch", "torch-compile"])
+    for p in (s, t):
+        p.add_argument("--preset", default="litenet-mixer")
+        p.add_argument("--out")
+    args = ap.parse_args()
+    result = steps_mode(args) if args.mode == "steps" else train_mode(args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The LiteNet-Mixer and its recipe written as a PyTorch user would: the peer bench_mixer_gpu.py measures
+LiteNet's kernels against, on the same GPU, in eager mode and under torch.compile, TF32 on.
+
+Same network (litenet.graph.mixer_ops: patches → linear embedding → blocks of [LayerNorm → MLP
+across the patches (a Linear on the transposed tensor)] and [LayerNorm → MLP across the channels],
+each residual → LayerNorm → mean over the patches → head), the same initial weights (copied from
+litenet.model.init_params), AdamW with no decay on biases and LayerNorm's γ and β (fused), label
+smoothing, warm-up then cosine per step. The training set lives on the GPU as uint8 and the
+augmentation (random crop of the reflect-padded image, flip) runs there, from the same per-epoch
+offsets and flips LiteNet's schedule draws.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from litenet.model import MixerConfig, TrainConfig, param_views
+
+
+class Block(nn.Module):
+    def __init__(self, m: MixerConfig):
+        super().__init__()
+        T = m.tokens
+        self.token_ln, self.channel_ln = nn.LayerNorm(m.width, eps=m.ln_eps), nn.LayerNorm(m.width, eps=m.ln_eps)
+        self.token_fc1, self.token_fc2 = nn.Linear(T, m.token_hidden), nn.Linear(m.token_hidden, T)
+        self.channel_fc1, self.channel_fc2 = nn.Linear(m.width, m.channel_hidden), nn.Linear(m.channel_hidden, m.width)
+
+    def forward(self, x):  # x (B, T, d)
+        y = self.token_ln(x).transpose(1, 2)
+        x = x + self.token_fc2(F.gelu(self.token_fc1(y), approximate="tanh")).transpose(1, 2)
+        return x + self.channel_fc2(F.gelu(self.channel_fc1(self.channel_ln(x)), approximate="tanh"))
+
+
+class TorchMixer(nn.Module):
+    def __init__(self, m: MixerConfig):
+        super().__init__()
+        self.m = m
+        self.embed = nn.Linear(m.patch * m.patch * 3, m.width)
+        self.blocks = nn.ModuleList(Block(m) for _ in range(m.blocks))
+        self.final_ln = nn.LayerNorm(m.width, eps=m.ln_eps)
+        self.head = nn.Linear(m.width, m.classes)
+
+    def forward(self, x):  # x (B, 32, 32, 3) floats in [0, 1]
+        P, G = self.m.patch, 32 // self.m.patch
+        p = x.reshape(-1, G, P, G, P, 3).permute(0, 1, 3, 2, 4, 5).reshape(-1, G * G, P * P * 3)
+        h = self.embed(p - self.m.input_shift)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.final_ln(h).mean(1))
+
+    def load_litenet(self, params: np.ndarray) -> None:
+        """LiteNet's flat parameters: Linear weights are stored (in, out) there, (out, in) here."""
+        views = param_views(params.astype(np.float32), self.m)
+        state = {}
+        for name, value in views.items():
+            key = name.replace(".gamma", ".weight").replace(".beta", ".bias")
+            is_matrix = name.endswith(".weight") and value.ndim == 2
+            state[key] = torch.tensor(value.T.copy() if is_matrix else value)
+        self.load_state_dict(state)
+
+
+def augment(images_u8: torch.Tensor, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, pad: int):
+    """The batch's images as floats in [0, 1], cropped from the reflect-padded image and flipped, on the GPU."""
+    x = images_u8.index_select(0, index).permute(0, 3, 1, 2).float() / 255.0  # (B, 3, 32, 32)
+    if pad:
+        x = F.pad(x, (pad, pad, pad, pad), mode="reflect")
+        rows = crops[:, 0, None] + torch.arange(32, device=x.device)  # (B, 32)
+        cols = crops[:, 1, None] + torch.arange(32, device=x.device)
+        b = torch.arange(len(x), device=x.device)[:, None, None]
+        x = x.permute(0, 2, 3, 1)[b, rows[:, :, None], cols[:, None, :]]  # (B, 32, 32, 3)
+    else:
+        x = x.permute(0, 2, 3, 1)
+    return torch.where(flips[:, None, None, None], x.flip(2), x)
+
+
+class TorchTrainer:
+    """AdamW training of TorchMixer; `step(index, flips, crops, lr)` is one training step."""
+
+    def __init__(self, m: MixerConfig, t: TrainConfig, params: np.ndarray, images: np.ndarray, labels: np.ndarray,
+                 compile: bool = False, device: str = "cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        self.m, self.t = m, t
+        self.net = TorchMixer(m).to(device)
+        self.net.load_litenet(params)
+        decay = [p for n, p in self.net.named_parameters() if n.endswith(".weight") and p.ndim == 2]
+        other = [p for n, p in self.net.named_parameters() if not (n.endswith(".weight") and p.ndim == 2)]
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": t.weight_decay if t.decay == "weights" else 0},
+                                      {"params": other, "weight_decay": 0.0 if t.decay == "weights" else t.weight_decay}],
+                                     lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps, fused=True)
+        self.images = torch.tensor(images, device=device)
+        self.labels = torch.tensor(labels.astype(np.int64), device=device)
+        self.pad = t.crop_padding if "crop" in t.augmentations else 0
+        self.forward = torch.compile(self.net) if compile else self.net
+
+    def step(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, lr: float) -> torch.Tensor:
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        x = augment(self.images, index, flips, crops, self.pad)
+        loss = F.cross_entropy(self.forward(x), self.labels.index_select(0, index),
+                               label_smoothing=self.t.label_smoothing)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+    @torch.no_grad()
+    def logits(self, images: np.ndarray, batch: int = 1000) -> np.ndarray:
+        out = []
+        for i in range(0, len(images), batch):
+            x = torch.tensor(images[i:i + batch], device=self.images.device).float() / 255.0
+            out.append(self.forward(x).float().cpu().numpy())
+        return np.concatenate(out)
