@@ -1,4 +1,5 @@
-"""Fixtures for the insight tests: a hand-set two-feature network, a tiny model folder, synthetic data."""
+"""Fixtures for the insight tests: tiny model folders (an MLP and a Mixer) and synthetic data (the hand-set
+network is insight_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -12,34 +13,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from litenet.data import CLASS_NAMES, Cifar10, Split  # noqa: E402
-from litenet.model import MixerConfig, ModelConfig, TrainConfig, init_params, param_count, param_views  # noqa: E402
+from litenet.model import MixerConfig, ModelConfig, TrainConfig, init_params  # noqa: E402
 from litenet.weights import save_model  # noqa: E402
 
-# Width 2, hidden 1, eps 3: small enough to follow by hand (tests/insight/test_insight_monitors.py).
-HAND_MODEL = ModelConfig(embed="full", width=2, hidden=1, blocks=1, classes=2, ln_eps=3.0)
 TINY_MODEL = ModelConfig(embed="full", input_shift=0.5, width=16, hidden=24, blocks=2)
 TINY_MIXER = MixerConfig(patch=8, width=8, token_hidden=6, channel_hidden=12, blocks=2)
 TINY_TRAIN = TrainConfig(epochs=1, batch_size=16, lr_base=0.2, warmup_steps=5, loss="cross-entropy")
-
-
-def hand_params() -> np.ndarray:
-    """h0 = [2, 1] for the hand image; u = 0 (so GELU(u) = 0, GELU'(u) = ½); s = x + v = [2, 0]; z = [½, −½]."""
-    flat = np.zeros(param_count(HAND_MODEL), np.float32)
-    p = param_views(flat, HAND_MODEL)
-    p["embed.weight"][0] = [2, 1]
-    p["blocks.0.fc1.weight"][:, 0] = [1, -2]
-    p["blocks.0.fc2.weight"][0] = [2, 0]
-    p["blocks.0.fc2.bias"][:] = [0, -1]
-    p["blocks.0.ln.gamma"][:] = 1
-    p["head.weight"][:] = np.eye(2)
-    return flat
-
-
-def hand_image() -> np.ndarray:
-    """One black image whose first pixel is pure red: the embedding input is s = [1, 0, 0, …]."""
-    image = np.zeros((1, 32, 32, 3), np.uint8)
-    image[0, 0, 0, 0] = 255
-    return image
 
 
 def synthetic_split(n: int, seed: int) -> Split:

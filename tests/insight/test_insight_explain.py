@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HAND_MODEL, hand_image, hand_params
+from insight_fixtures import HAND_MODEL, hand_image, hand_params
 from PIL import Image
 
 from litenet.cli import main

@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import HAND_MODEL, hand_image, hand_params
+from insight_fixtures import HAND_MODEL, hand_image, hand_params
 
 from litenet.train import monitors
 from litenet.model import TrainConfig, param_layout

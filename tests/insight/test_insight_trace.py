@@ -1,7 +1,6 @@
 """litenet trace: prints every step with its formula and reproduces network.backward's gradients."""
 
 import numpy as np
-from conftest import model_dir  # noqa: F401  (fixture)
 
 from litenet.cli import main
 from litenet.insight import trace as trace_module
