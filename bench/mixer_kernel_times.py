@@ -1,0 +1,66 @@
+"""Each launch of the Mixer's training step timed alone on the GPU, summed by kernel: where a step's time goes.
+
+    python bench/mixer_kernel_times.py --batch 256 --precision bf16
+Every launch of one step runs `--repeats` times between two CUDA events on the backend's stream
+(after a full warm-up step); the median per launch is reported, grouped by kernel, largest first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from litenet.model import init_params, load_preset, override  # noqa: E402
+from litenet.train.cuda.mixer_backend import MixerCudaBackend  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="litenet-mixer")
+    ap.add_argument("--batch", type=int, nargs="+", default=[256])
+    ap.add_argument("--precision", default="bf16")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    import cupy
+    preset, report = load_preset(args.preset), {}
+    for batch in args.batch:
+        train = override(preset.train, {"batch_size": batch, "precision": args.precision})
+        rng = np.random.default_rng(0)
+        images = rng.integers(0, 256, (4 * batch, 32, 32, 3), dtype=np.uint8)
+        be = MixerCudaBackend(preset.model, train, init_params(preset.model, 0), graph=False)
+        be.load_dataset(images, rng.integers(0, 10, len(images)).astype(np.uint8))
+        be.train_steps(np.arange(batch)[None], np.full(1, 1e-3))
+        be.fetch_stats()
+        dev, per_kernel, total = be.dev, defaultdict(float), 0.0
+        for launch in be._steps:
+            times = []
+            for _ in range(args.repeats):
+                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record(dev.stream)
+                dev.launch(launch)
+                stop.record(dev.stream)
+                stop.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, stop))
+            ms = statistics.median(times)
+            per_kernel[launch.kernel] += ms
+            total += ms
+        rows = sorted(per_kernel.items(), key=lambda kv: -kv[1])
+        print(f"batch {batch} {args.precision}: {total:.3f} ms summed over {len(be._steps)} launches")
+        for name, ms in rows:
+            print(f"  {name:40s} {ms:8.3f} ms  {100 * ms / total:5.1f} %")
+        report[batch] = {"total_ms": total, "kernels": dict(rows), "launches": len(be._steps)}
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
