@@ -127,8 +127,8 @@ def train_mode(args) -> dict:
 
     from litenet.data import open_cifar10
     preset = load_preset(args.preset)
-    changes = {"epochs": args.epochs, **({"augment": args.augment} if args.augment else {})}
-    model, train = preset.model, override(preset.train, changes)
+    changes = {"epochs": args.epochs, **dict(item.split("=", 1) for item in args.set)}
+    model, train = override(preset.model, changes), override(preset.train, changes)
     ds = open_cifar10(data=args.data, progress=False)
     images, labels = np.asarray(ds.train.images), np.asarray(ds.train.labels)
     test_x, test_y = np.asarray(ds.test.images), np.asarray(ds.test.labels)
@@ -173,7 +173,8 @@ def main() -> None:
     t.add_argument("--data", required=True)
     t.add_argument("--epochs", type=int, default=40)
     t.add_argument("--targets", type=float, nargs="+", default=[0.80, 0.82])
-    t.add_argument("--augment", help="override the preset's augmentation (e.g. none)")
+    t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="override preset settings (model or train), e.g. augment=none input_scale=4")
     t.add_argument("--runs", nargs="+", default=["litenet:bf16", "torch", "torch-compile"])
     for p in (s, t):
         p.add_argument("--preset", default="litenet-mixer")

@@ -46,7 +46,7 @@ class TorchMixer(nn.Module):
     def forward(self, x):  # x (B, 32, 32, 3) floats in [0, 1]
         P, G = self.m.patch, 32 // self.m.patch
         p = x.reshape(-1, G, P, G, P, 3).permute(0, 1, 3, 2, 4, 5).reshape(-1, G * G, P * P * 3)
-        h = self.embed(p - self.m.input_shift)
+        h = self.embed((p - self.m.input_shift) * self.m.input_scale)
         for block in self.blocks:
             h = block(h)
         return self.head(self.final_ln(h).mean(1))

@@ -2,7 +2,7 @@
 // GPU, augmented, cut into P×P patches, tokens-major (twins: ops.patchify of the images that
 // litenet.train.augment.apply gives).
 //
-//   patches_gather:  out[t, b, (py·P + px)·3 + k] = x[b, y, x', k] / 255 − shift, where image b of the
+//   patches_gather:  out[t, b, (py·P + px)·3 + k] = (x[b, y, x', k] / 255 − shift)·scale, where image b of the
 //                    step is images[batches[ctr[0]·B + b]] and (y, x') is pixel (py, px) of patch t in
 //                    the crop, mirrored when flips[b] (a crop, then a flip, as torchvision's order):
 //                      c = gx·P + px, or 31 − (gx·P + px) when flipped;
@@ -21,7 +21,7 @@ __device__ __forceinline__ int reflect32(int i) {
 
 extern "C" __global__ void patches_gather(const unsigned char* images, const int* batches, const unsigned char* flips,
                                           const signed char* crops, const int* ctr, float* out, int B, int patch,
-                                          int pad, float shift) {
+                                          int pad, float shift, float scale) {
     const int grid = 32 / patch, per_patch = patch * patch * 3, T = grid * grid;
     const size_t total = (size_t)T * B * per_patch, base = (size_t)step_pos(ctr) * B;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
@@ -34,6 +34,6 @@ extern "C" __global__ void patches_gather(const unsigned char* images, const int
             x = reflect32(x + crops[(base + b) * 2 + 1] - pad);
         }
         const unsigned char v = images[(size_t)batches[base + b] * 3072 + (y * 32 + x) * 3 + k];
-        out[e] = (float)v / 255.f - shift;
+        out[e] = ((float)v / 255.f - shift) * scale;
     }
 }

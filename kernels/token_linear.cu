@@ -8,12 +8,12 @@
 //   token_linear_backward_input:       ∂X = W ∂Y
 //   token_linear_backward_input_gelu:  ∂U = (W ∂Y) · GELU'(u)  (through the GELU before the product)
 //   token_linear_backward_weight:      ∂W = X ∂Yᵀ  (a sum over all N = B·d columns: split-K)
-//   token_linear_backward_bias:        ∂b[j] = Σ_n ∂Y[j, n]  (one block per row j, in a fixed order)
+//   (∂b[j] = Σ_n ∂Y[j, n] is token_linear_backward_weight with X a row of ones: mixer_plans.py)
 //
 // Each product in three precisions (mma.cuh): the plain names fp32 on the SIMT cores, `_tf32` and
 // `_bf16` on the tensor cores (sm_80+). Launch: 256 threads; products: grid = tiles_m · tiles_n ·
 // splits over the output (64 × 64 tiles), scratch ≥ tiles·splits·LN_SLAB_OF(4) floats when
-// splits > 1, counters ≥ tiles zeroed (left zeroed); bias: grid = T'. Limits: int indexing.
+// splits > 1, counters ≥ tiles zeroed (left zeroed). Limits: int indexing.
 #include "common.cuh"
 #include "splitk.cuh"
 
@@ -164,14 +164,4 @@ extern "C" __global__ void token_linear_backward_weight_bf16(const float* x, con
                                                              int T_out, int N, int splits, float* scratch,
                                                              unsigned int* counters) {
     token_backward_weight_body<PrecBf16>(x, dy, dW, T, T_out, N, splits, scratch, counters);
-}
-
-// ∂b[j] = Σ_n ∂Y[j, n]: block j, each thread a strided part in n order, then the block's fixed-order sum.
-extern "C" __global__ void token_linear_backward_bias(const float* dy, float* db, int N) {
-    __shared__ float scratch[32];
-    const float* row = dy + (size_t)blockIdx.x * N;
-    float s = 0.f;
-    for (int n = threadIdx.x; n < N; n += blockDim.x) s += row[n];
-    s = block_sum(s, scratch);
-    if (threadIdx.x == 0) db[blockIdx.x] = s;
 }

@@ -61,7 +61,8 @@ def _gelu(op, inputs, params, keep):
 # kind → (op, input values, parameters by name, whether a backward follows) → (output, cache for the backward or None)
 STEPS = {
     "pixel_rows": lambda op, x, p, keep: (ops.embed_inputs(x[0], op.attrs["embed"], op.attrs["input_shift"]), None),
-    "patches": lambda op, x, p, keep: (ops.patchify(x[0], op.attrs["patch"], op.attrs["input_shift"]), None),
+    "patches": lambda op, x, p, keep: (ops.patchify(x[0], op.attrs["patch"], op.attrs["input_shift"],
+                                                    op.attrs["input_scale"]), None),
     "gelu": _gelu,  # keeps t = tanh(…) for the backward
     "residual": lambda op, x, p, keep: (x[0] + x[1], None),
     "layernorm": _layernorm,

@@ -21,7 +21,7 @@ from litenet.ops import IMAGE_SIDE
 # What each kind computes (the functions are litenet.ops'; shapes per image):
 KINDS = {
     "pixel_rows": "images → the rows an MLP embedding multiplies: colour sums (1024) or values (3072), shifted",
-    "patches": "images → (T, P·P·3) non-overlapping P×P patches, shifted",
+    "patches": "images → (T, P·P·3) non-overlapping P×P patches, shifted and scaled",
     "linear": "x W (+ b) over the last axis (the channels)",
     "token_linear": "Wᵀ x + b over the first axis (the patches), the same for every channel",
     "gelu": "½ u (1 + tanh(c (u + 0.044715 u³)))",
@@ -104,7 +104,8 @@ def mixer_ops(model) -> tuple[Op, ...]:
     P, c, eps = model.patch, model.width, model.ln_eps
     T, pixels = model.tokens, model.patch * model.patch * 3
     th, ch = model.token_hidden, model.channel_hidden
-    ops = [Op("patches", "patches", (IMAGES,), (T, pixels), attrs={"patch": P, "input_shift": model.input_shift}),
+    ops = [Op("patches", "patches", (IMAGES,), (T, pixels),
+              attrs={"patch": P, "input_shift": model.input_shift, "input_scale": model.input_scale}),
            _product("linear", "embed", "patches", pixels, c, (T, c))]
     x = "embed"
     for i in range(model.blocks):

@@ -72,7 +72,8 @@ class MixerConfig:
 
     family: ClassVar[str] = "mixer"
     patch: int = 4  # P: 32/P patches a side, T = (32/P)² in all
-    input_shift: float = 0.5  # centre the [0, 1] pixels, as litenet-base does
+    input_shift: float = 0.5  # centre the [0, 1] pixels, as litenet-base does ...
+    input_scale: float = 1.0  # ... then multiply them: 4 ≈ 1/std of CIFAR-10's pixels (a per-image normalisation)
     width: int = 128  # d, the channels of every patch's vector
     token_hidden: int = 64  # the MLP across the patches: T → token_hidden → T
     channel_hidden: int = 512  # the MLP across the channels: d → channel_hidden → d
@@ -85,6 +86,7 @@ class MixerConfig:
             raise UsageError(f"patch must be one of {', '.join(map(str, PATCHES))} (a side that tiles 32); "
                              f"got {self.patch!r}")
         _check_shared_model_settings(self)
+        _check_range("input_scale", self.input_scale, low=0.0, low_open=True, high=100.0)
         _check_range("token_hidden", self.token_hidden, low=1)
         _check_range("channel_hidden", self.channel_hidden, low=1)
 

@@ -99,20 +99,23 @@ def embed_backward(dh: np.ndarray, x: np.ndarray, W: np.ndarray, embed: str, inp
     return dW, (embed_inputs_backward(ds, embed) if want_dx else None)
 
 
-def patchify(x: np.ndarray, patch: int, input_shift: float = 0.0) -> np.ndarray:
+def patchify(x: np.ndarray, patch: int, input_shift: float = 0.0, input_scale: float = 1.0) -> np.ndarray:
     """(B, 32, 32, 3) → (T, B, P·P·3) patches, T = (32/P)², tokens-major; each patch row-major,
-    colour-minor: p[gy·G + gx, b, (py·P + px)·3 + k] = x[b, gy·P + py, gx·P + px, k] − shift."""
+    colour-minor: p[gy·G + gx, b, (py·P + px)·3 + k] = (x[b, gy·P + py, gx·P + px, k] − shift) · scale."""
     batch, grid = x.shape[0], IMAGE_SIDE // patch
     tiles = x.reshape(batch, grid, patch, grid, patch, 3).transpose(1, 3, 0, 2, 4, 5)
     patches = tiles.reshape(grid * grid, batch, patch * patch * 3)  # a copy into token order (a view when P = 32)
-    return patches - patches.dtype.type(input_shift) if input_shift else patches
+    if input_shift:
+        patches = patches - patches.dtype.type(input_shift)
+    return patches * patches.dtype.type(input_scale) if input_scale != 1.0 else patches
 
 
-def patchify_backward(dp: np.ndarray, patch: int) -> np.ndarray:
-    """∂x: each pixel belongs to exactly one patch, so ∂p is put back where patchify took it."""
+def patchify_backward(dp: np.ndarray, patch: int, input_scale: float = 1.0) -> np.ndarray:
+    """∂x: each pixel belongs to exactly one patch, so ∂p (times the scale) is put back where patchify took it."""
     grid, batch = IMAGE_SIDE // patch, dp.shape[1]
     tiles = dp.reshape(grid, grid, batch, patch, patch, 3).transpose(2, 0, 3, 1, 4, 5)
-    return tiles.reshape(batch, IMAGE_SIDE, IMAGE_SIDE, 3)
+    dx = tiles.reshape(batch, IMAGE_SIDE, IMAGE_SIDE, 3)
+    return dx * dx.dtype.type(input_scale) if input_scale != 1.0 else dx
 
 
 # ---------------------------------------------------------------------------------------------

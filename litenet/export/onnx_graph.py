@@ -104,16 +104,18 @@ def embed_rows(g: GraphBuilder, op: Op) -> str:
 
 
 def patches(g: GraphBuilder, op: Op) -> str:
-    """(N, 32, 32, 3) → (N, T, P·P·3) patches, each row-major and colour-minor as litenet.ops.patchify."""
+    """(N, 32, 32, 3) → (N, T, P·P·3) patches, each row-major and colour-minor, shifted and scaled as litenet.ops.patchify."""
     size, grid = op.attrs["patch"], patch_grid(op.attrs["patch"])
     tiles = g.op("Reshape", [INPUT_NAME, g.const(f"{op.name}.tile_shape", [-1, grid, size, grid, size, 3], np.int64)],
                  f"{op.name}.tiles")
     order = g.op("Transpose", [tiles], f"{op.name}.order", perm=[0, 1, 3, 2, 4, 5])
     flat = g.op("Reshape", [order, g.const(f"{op.name}.shape", [-1, grid * grid, size * size * 3], np.int64)],
                 f"{op.name}.flat")
-    if not op.attrs["input_shift"]:
-        return flat
-    return g.op("Sub", [flat, g.const(f"{op.name}.shift", op.attrs["input_shift"])], f"{op.name}.shifted")
+    if op.attrs["input_shift"]:
+        flat = g.op("Sub", [flat, g.const(f"{op.name}.shift", op.attrs["input_shift"])], f"{op.name}.shifted")
+    if op.attrs["input_scale"] != 1.0:
+        flat = g.op("Mul", [flat, g.const(f"{op.name}.scale", op.attrs["input_scale"])], f"{op.name}.scaled")
+    return flat
 
 
 def build_graph(params: np.ndarray, model: AnyModel, linear, name: str = "litenet") -> onnx.GraphProto:

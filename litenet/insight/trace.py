@@ -82,8 +82,8 @@ FORWARD = {
     "pixel_rows": ("embedding input", lambda op: (
         f"s[b, i] = Σ_k (x[b, i, k] − {op.attrs['input_shift']})  (colours summed)" if op.attrs["embed"] == "channel-sum"
         else f"s[b, 3i + k] = x[b, i, k] − {op.attrs['input_shift']}  (all 3072 values)"), "ops.embed_inputs"),
-    "patches": ("patches", lambda op: f"p[t, b] = the {op.attrs['patch']}×{op.attrs['patch']}×3 pixels of patch t "
-                f"− {op.attrs['input_shift']}, tokens-major (T, B, P·P·3)", "ops.patchify"),
+    "patches": ("patches", lambda op: f"p[t, b] = (the {op.attrs['patch']}×{op.attrs['patch']}×3 pixels of patch t "
+                f"− {op.attrs['input_shift']}) · {op.attrs['input_scale']}, tokens-major (T, B, P·P·3)", "ops.patchify"),
     "linear": ("product", "y = x W (+ b) over the channels", "ops.linear_forward"),
     "token_linear": ("product across the patches", "y[j] = Σ_t W[t, j] x[t] + b[j], for every image and channel",
                      "ops.token_linear_forward"),

@@ -62,7 +62,8 @@ def _layernorm_backward(op: Op, dy, inputs, cache, p, need):
 #      → ([∂input or None per input], {parameter kind: gradient})
 BACKWARD = {
     "pixel_rows": lambda op, dy, x, c, p, need: ([ops.embed_inputs_backward(dy, op.attrs["embed"]) if need[0] else None], {}),
-    "patches": lambda op, dy, x, c, p, need: ([ops.patchify_backward(dy, op.attrs["patch"]) if need[0] else None], {}),
+    "patches": lambda op, dy, x, c, p, need: (
+        [ops.patchify_backward(dy, op.attrs["patch"], op.attrs["input_scale"]) if need[0] else None], {}),
     "linear": _products_backward,
     "token_linear": _products_backward,
     "gelu": lambda op, dy, x, c, p, need: ([ops.gelu_backward(dy, x[0], c)], {}),  # c: the forward's tanh

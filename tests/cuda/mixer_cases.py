@@ -47,17 +47,13 @@ def _linear_mixer(r, rng, kernel, B, n_in, n_out, splits=1):
 
 
 @case("token_linear_gelu_forward", "token_linear_residual_forward", "token_linear_backward_input",
-      "token_linear_backward_input_gelu", "token_linear_backward_weight", "token_linear_backward_bias")
+      "token_linear_backward_input_gelu", "token_linear_backward_weight")
 def _token(r, rng, kernel, T, T_out, N, splits=1):
     """The product across the patches on (T, N) matrices: W (T, T'), bias (T',)."""
     name = kernel.removesuffix("_tf32").removesuffix("_bf16")
     x, b, dy, res = _operands(rng, (T, N), (T_out,), (T_out, N), (T_out, N))
     W = (rng.standard_normal((T, T_out)) / np.sqrt(T)).astype(f32)
     x64, W64, b64, dy64 = (a.astype(np.float64) for a in (x, W, b, dy))
-    if name == "token_linear_backward_bias":
-        db = _nan(r, (T_out,))
-        r.launch(kernel, T_out, (r.put(dy), db, i32(N)))
-        return {"∂b": db}, {"∂b": ops.token_linear_backward(dy64, x64, W64)[2]}, {"∂b": N}, None
     if name.endswith("forward"):
         tiles = _tiles(T_out, N)
         scratch, counters = _splitk(r, tiles, splits)
@@ -105,7 +101,7 @@ def _plain_layernorm(r, rng, name, B, d):
 
 
 @case("patches_gather")
-def _patches(r, rng, name, B, patch, pad=4, shift=0.5, grid=5):
+def _patches(r, rng, name, B, patch, pad=4, shift=0.5, scale=1.0, grid=5):
     """The step's images from the uint8 set, cropped and flipped: exactly augment.apply then ops.patchify."""
     N = B + 3
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
@@ -113,9 +109,11 @@ def _patches(r, rng, name, B, patch, pad=4, shift=0.5, grid=5):
     crops = rng.integers(0, 2 * pad + 1, (3, B, 2)).astype(np.int8)
     T, per = (32 // patch) ** 2, patch * patch * 3
     out = _nan(r, (T, B, per))
-    r.launch(name, grid, (r.put(images), batches, flips, r.put(crops), ctr, out, i32(B), i32(patch), i32(pad), f32(shift)))
+    r.launch(name, grid, (r.put(images), batches, flips, r.put(crops), ctr, out, i32(B), i32(patch), i32(pad), f32(shift),
+                          f32(scale)))
     x = augment.apply(images, index, flip, crops[1] if pad else None, pad)
-    return {"patches": out}, {"patches": ops.patchify(ops.pixels_to_float(x, np.float64), patch, shift)}, {}, None
+    return {"patches": out}, {"patches": ops.patchify(ops.pixels_to_float(x, np.float64), patch, shift, scale)}, \
+        {"patches": 2}, None
 
 
 @case("mean_tokens_forward", "mean_tokens_backward")
@@ -180,12 +178,12 @@ MIXER_KERNEL_SHAPES = [
     ("token_linear_backward_input_gelu", dict(T=64, T_out=33, N=66, splits=2)),
     ("token_linear_backward_weight", dict(T=16, T_out=9, N=300, splits=4)),
     ("token_linear_backward_weight", dict(T=65, T_out=64, N=129, splits=3)),
-    ("token_linear_backward_bias", dict(T=4, T_out=9, N=1000)),
+    ("token_linear_backward_weight", dict(T=1, T_out=9, N=1000, splits=7)),  # a bias gradient: X a row (of ones)
     ("layernorm_forward", dict(B=13, d=64)),
     ("layernorm_forward", dict(B=9, d=7)),
     ("patches_gather", dict(B=5, patch=4)),
     ("patches_gather", dict(B=3, patch=8, pad=0, shift=0.0)),
-    ("patches_gather", dict(B=2, patch=16, pad=2)),
+    ("patches_gather", dict(B=2, patch=16, pad=2, shift=0.47, scale=4.0)),
     ("mean_tokens_forward", dict(T=16, N=70)),
     ("mean_tokens_backward", dict(T=9, N=33)),
     ("cross_entropy_smoothed", dict(B=37, C=10)),

@@ -18,7 +18,7 @@ SHAPES = {
     "seed-like": ModelConfig(embed="channel-sum", width=8, hidden=16, blocks=1),
     "full-shift": ModelConfig(embed="full", input_shift=0.5, width=12, hidden=20, blocks=2),
     "sum-shift-3": ModelConfig(embed="channel-sum", input_shift=0.25, width=6, hidden=10, blocks=3),
-    "mixer-8": MixerConfig(patch=8, width=12, token_hidden=6, channel_hidden=20, blocks=2),
+    "mixer-8": MixerConfig(patch=8, width=12, token_hidden=6, channel_hidden=20, blocks=2, input_scale=4.0),
     "mixer-4": MixerConfig(patch=4, width=8, token_hidden=70, channel_hidden=12, blocks=1, input_shift=0.0),
 }
 MLP_SHAPES = tuple(name for name, model in SHAPES.items() if model.family == "mlp")

@@ -28,7 +28,7 @@ def test_gradcheck_every_preset(name):
                                    ModelConfig(width=5, hidden=7, blocks=2, classes=3),
                                    MixerConfig(patch=8, width=6, token_hidden=5, channel_hidden=7, blocks=2, classes=3),
                                    MixerConfig(patch=16, width=4, token_hidden=3, channel_hidden=5, blocks=1,
-                                               input_shift=0.0)])
+                                               input_shift=0.0, input_scale=3.0)])
 def test_gradcheck_other_shapes(model):
     assert max(r.rel_error for r in gradcheck.check_model(model, 0.3, samples=8)) < gradcheck.TOLERANCE
 

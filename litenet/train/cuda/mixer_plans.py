@@ -54,7 +54,7 @@ class MixerShapes:
         """(M, N, K) of every product a step runs (for the split-K scratch size)."""
         T, th, ch, d, R, N, B, C = self.T, self.th, self.ch, self.d, self.R, self.N, self.B, self.C
         return [(R, d, self.pixels), (self.pixels, d, R), (th, N, T), (T, N, th), (T, th, N), (th, T, N),
-                (R, ch, d), (R, d, ch), (d, ch, R), (ch, d, R), (B, C, d), (d, C, B), (B, d, C)]
+                (1, T, N), (1, th, N), (R, ch, d), (R, d, ch), (d, ch, R), (ch, d, R), (B, C, d), (d, C, B), (B, d, C)]
 
 
 def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count: int) -> ArenaPlan:
@@ -98,6 +98,7 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     a.add("DS", (s.R, s.d), f32, "∂ of a LayerNorm's input from its branch")
     a.add("DU2", (s.R, s.ch), f32, "∂u of the channel MLP")
     a.add("DU1", (s.th, s.N), f32, "∂u of the token MLP")
+    a.add("ONES", (1, s.N), f32, "a row of ones: a token product's ∂b = 1ᵀ ∂Yᵀ, as its ∂W product")
     a.add("eval_images", (s.B, 32, 32, 3), np.uint8, "evaluation: one chunk of images")
     a.add("eval_index", (1, s.B), i32, "evaluation: 0 … B−1")
     a.add("eval_flips", (1, s.B), np.uint8, "evaluation: zeros")
@@ -146,11 +147,17 @@ class MixerPlans:
     def _layernorm_backward(self, dy, ds, i: int) -> object:
         s, name = self.s, self._ln_name(i)
         row_blocks = math.ceil(s.R / (THREADS // 32))
-        n = splits_for(s.R, 2 * s.d, s.R, self.sm)
+        n = splits_for(1, 2 * s.d, s.R, self.sm)  # the ∂γ, ∂β column sums: one row of tiles over R rows
         return launch("residual_layernorm_backward", row_blocks + math.ceil(2 * s.d / TILE) * n,
                       SplitK(i32(n), self.v["scratch"], self.v["counters"]), dy=dy, nrm=self.v["NRM"][i],
                       rstd=self.v["RSTD"][i], gamma=self.p[f"{name}.gamma"], ds=ds, dgamma=self.g[f"{name}.gamma"],
                       dbeta=self.g[f"{name}.beta"], B=i32(s.R), d=i32(s.d), row_blocks=i32(row_blocks))
+
+    def _token_bias_grad(self, dy, db, rows: int) -> object:
+        """∂b[j] = Σ_n ∂Y[j, n] of a product across the patches: the ∂W product of a one-row input of
+        ones (1ᵀ ∂Yᵀ), so the sum over all B·d columns is split over the whole GPU, deterministically."""
+        return self._product("token_linear_backward_weight", 1, rows, self.s.N, x=self.v["ONES"], dy=dy, dW=db,
+                             T=i32(1), T_out=i32(rows), N=i32(self.s.N))
 
     # -- the forward -------------------------------------------------------------------------------
 
@@ -159,7 +166,7 @@ class MixerPlans:
         s, v, p = self.s, self.v, self.p
         out = [launch("patches_gather", self._rows(s.R * s.pixels), images=images, batches=batches, flips=flips,
                       crops=crops, ctr=ctr, out=v["X0"], B=i32(s.B), patch=i32(self.m.patch), pad=i32(pad),
-                      shift=f32(self.m.input_shift)),
+                      shift=f32(self.m.input_shift), scale=f32(self.m.input_scale)),
                self._product("linear_forward", s.R, s.d, s.pixels, x=v["X0"], W=p["embed.weight"],
                              bias=p["embed.bias"], y=v["H"][0], B=i32(s.R), n_in=i32(s.pixels), n_out=i32(s.d))]
         for b in range(s.L):
@@ -247,12 +254,12 @@ class MixerPlans:
                           N=i32(s.N)),
             self._product("token_linear_backward_weight", s.th, s.T, s.N, x=v["A1"][b], dy=d_mid,
                           dW=g[f"{k}.token_fc2.weight"], T=i32(s.th), T_out=i32(s.T), N=i32(s.N)),
-            launch("token_linear_backward_bias", s.T, dy=d_mid, db=g[f"{k}.token_fc2.bias"], N=i32(s.N)),
+            self._token_bias_grad(d_mid, g[f"{k}.token_fc2.bias"], s.T),
             self._product("token_linear_backward_input", s.T, s.N, s.th, dy=v["DU1"], W=p[f"{k}.token_fc1.weight"],
                           dx=v["DY"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
             self._product("token_linear_backward_weight", s.T, s.th, s.N, x=v["Y"][2 * b], dy=v["DU1"],
                           dW=g[f"{k}.token_fc1.weight"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
-            launch("token_linear_backward_bias", s.th, dy=v["DU1"], db=g[f"{k}.token_fc1.bias"], N=i32(s.N)),
+            self._token_bias_grad(v["DU1"], g[f"{k}.token_fc1.bias"], s.th),
             self._layernorm_backward(v["DY"], v["DS"], 2 * b),
             launch("residual_join", self._rows(s.R * s.d), ds=d_mid, dx_main=v["DS"], dx=d_out, n=i32(s.R * s.d),
                    ctr=v["ctr"], stats=v["stats"], stat_width=self.row.stat_width, slot=i32(path + 3 * (2 * b))),
