@@ -39,3 +39,40 @@ def test_exports_match_golden(run):
     name, _, params = run
     golden = GOLDEN["presets"][name]
     assert record.export_hashes(name, params) == {k: golden[k] for k in ("onnx_fp32", "onnx_int8", "int8_plan")}
+
+
+# The CUDA backend against the same golden losses. Its float32 sums run in another order than
+# NumPy's, so the demand is a computed tolerance, not bit-identity: at every step, 4× the distance
+# between the NumPy float32 and float64 losses (how far float32's rounding alone moved that step's
+# loss) plus 16 float32 ulps of the loss — the same rule as the ONNX check (export/checks.py).
+# On the CPU emulator (every CI run) the first steps only (it runs a kernel thread by thread);
+# on a GPU (`make test-gpu`) all 200.
+EMULATED_STEPS = {"litenet-base": 10, "litenet-seed": 20}
+
+
+def cuda_tolerance(name: str, steps: int) -> np.ndarray:
+    golden = GOLDEN["presets"][name]
+    g32, g64 = np.array(golden["losses"][:steps]), np.array(golden["losses_float64"][:steps])
+    return 4 * np.abs(g32 - g64) + 16 * np.finfo(np.float32).eps * np.abs(g64)
+
+
+def assert_cuda_golden(name: str, losses: np.ndarray) -> None:
+    golden = np.array(GOLDEN["presets"][name]["losses"][:len(losses)])
+    excess = np.abs(losses - golden) - cuda_tolerance(name, len(losses))
+    assert np.all(excess <= 0), f"step {int(np.argmax(excess))}: {losses[np.argmax(excess)]} vs {golden[np.argmax(excess)]}"
+
+
+@pytest.mark.parametrize("name", record.PRESETS)
+def test_cuda_kernels_on_the_emulator_reproduce_golden_losses(name):
+    pytest.importorskip("shutil").which("g++") or pytest.skip("the CPU emulator needs g++")
+    from tests.cuda.emulator.device import EmuDevice
+
+    losses, _ = record.train_losses(name, EMULATED_STEPS[name], backend="cuda", device=EmuDevice(sm_count=8))
+    assert_cuda_golden(name, losses)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", record.PRESETS)
+def test_cuda_kernels_on_the_gpu_reproduce_golden_losses(name):
+    losses, _ = record.train_losses(name, GOLDEN["steps"], backend="cuda")
+    assert_cuda_golden(name, losses)

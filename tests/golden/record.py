@@ -1,7 +1,7 @@
 """Record the golden figures the suite holds every later version to (`python -m tests.golden.record`).
 
 For litenet-base and litenet-seed: the losses of 200 NumPy training steps from the preset's seed on
-learnable synthetic images, then, from the weights those steps reach, the sha256 of the fp32 ONNX
+learnable synthetic images (in float32, and in float64 as the yardstick of float32's rounding), then, from the weights those steps reach, the sha256 of the fp32 ONNX
 file, of the int8 QDQ ONNX file and of the int8 plan (percentile calibration, GPTQ rounding, bias
 correction on 256 synthetic images). Re-record only for a change that is meant to alter them, and
 say so in the commit: the file is the proof that a refactoring changed no number.
@@ -49,18 +49,24 @@ def blas_fingerprint() -> str:
     return hashlib.sha256(products).hexdigest()
 
 
-def train_losses(preset_name: str, steps: int = STEPS) -> tuple[np.ndarray, np.ndarray]:
-    """(losses of `steps` NumPy steps, the float32 weights after them) for a preset."""
+def golden_run(preset_name: str, steps: int = STEPS):
+    """The golden run's inputs: (model, train, images, labels, batches, flips, lrs) of `steps` steps
+    (the schedule as if they were the first of a 5·STEPS-step run)."""
     preset = load_preset(preset_name)
     model, train = preset.model, preset.train
-    images, labels = learnable_images(steps * train.batch_size)
-    backend = backend_class("numpy")(model, train, init_params(model, train.seed))
-    backend.load_dataset(images, labels)
-    batches = schedule.epoch_batches(len(images), train, 0)
-    flips = schedule.epoch_flips(batches, train, 0)
-    lrs = schedule.learning_rates(0, steps, steps * 5, train)
-    backend.train_steps(batches, lrs, flips)
-    return backend.fetch_stats()["loss"], backend.state()["params"]
+    images, labels = learnable_images(STEPS * train.batch_size)
+    batches = schedule.epoch_batches(len(images), train, 0)[:steps]
+    return (model, train, images, labels, batches, schedule.epoch_flips(batches, train, 0),
+            schedule.learning_rates(0, steps, STEPS * 5, train))
+
+
+def train_losses(preset_name: str, steps: int = STEPS, backend: str = "numpy", **options) -> tuple[np.ndarray, np.ndarray]:
+    """(losses of `steps` steps of a backend, the weights after them) for a preset."""
+    model, train, images, labels, batches, flips, lrs = golden_run(preset_name, steps)
+    runner = backend_class(backend)(model, train, init_params(model, train.seed), **options)
+    runner.load_dataset(images, labels)
+    runner.train_steps(batches, lrs, flips)
+    return runner.fetch_stats()["loss"], runner.state()["params"]
 
 
 def export_hashes(preset_name: str, params: np.ndarray) -> dict[str, str]:
@@ -98,7 +104,9 @@ def record() -> dict:
     doc = {"blas_fingerprint": blas_fingerprint(), "steps": STEPS, "presets": {}}
     for name in PRESETS:
         losses, params = train_losses(name)
-        doc["presets"][name] = {"losses": [float(v) for v in losses], **export_hashes(name, params)}
+        exact = train_losses(name, dtype=np.float64)[0]  # the scale of float32's own rounding (test_golden)
+        doc["presets"][name] = {"losses": [float(v) for v in losses], "losses_float64": [float(v) for v in exact],
+                                **export_hashes(name, params)}
     return doc
 
 
