@@ -3,15 +3,17 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PRESET ?= litenet-base
 EPOCHS ?=
 BACKEND ?= auto
 DATA ?=
+# A GPU's CuPy extra (cuda11, cuda12, cuda13), guessed from nvidia-smi where there is one.
+CUDA_EXTRA ?= $(shell bash scripts/cuda-extra.sh 2>/dev/null)
+# The Mixer at the size for the machine: litenet-mixer where a GPU trains it, litenet-mixer-cpu on the
+# CPU (litenet train's own default, litenet/train/run.py); PRESET=litenet-base for the MLP.
+PRESET ?= $(if $(and $(CUDA_EXTRA),$(filter-out numpy,$(BACKEND))),litenet-mixer,litenet-mixer-cpu)
 # Training, export and their reports work in an untracked run folder; only `make ship-model`
 # writes the tracked models/litenet-base/.
 OUT ?= runs/$(PRESET)
-# A GPU's CuPy extra (cuda11, cuda12, cuda13), guessed from nvidia-smi where there is one.
-CUDA_EXTRA ?= $(shell bash scripts/cuda-extra.sh 2>/dev/null)
 
 RESUME ?=
 FORCE ?=

@@ -10,7 +10,8 @@ from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--preset", default=DEFAULT_PRESET, help=f"preset name or .toml file (default {DEFAULT_PRESET})")
+    parser.add_argument("--preset", help=f"preset name or .toml file (default: {DEFAULT_PRESET['cuda']} on a GPU, "
+                                         f"{DEFAULT_PRESET['numpy']} on the CPU)")
     parser.add_argument("--out", help="output folder (default runs/<preset>)")
     parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cuda"])
     parser.add_argument("--data", help="CIFAR-10 folder or archive (default: LITENET_DATA, ./data, ../shared/data, download)")
@@ -61,9 +62,12 @@ def options_from_args(args) -> RunOptions:
 
 def run(args) -> int:
     """`litenet train`: one rank in this process, or N ranks through the launcher."""
-    opts = options_from_args(args)
-    settings(opts)  # a wrong preset or setting is reported before anything else
+    if args.preset is not None:
+        settings(options_from_args(args))  # a wrong preset or setting is reported before anything else
     backend, world = _ranks(args)
+    args.preset = args.preset or DEFAULT_PRESET[backend]  # the Mixer at the size for the backend
+    opts = options_from_args(args)
+    settings(opts)
     if world > 1:
         from litenet.train.parallel.launch import launch
         return launch(opts, backend, world)
