@@ -93,12 +93,17 @@ export-ablation: $(call extras,train export) data  ## score int8 variants (round
 GPU_VENV_DEPS := $(call extras,dev $(CUDA_EXTRA))
 
 .PHONY: test-gpu
-test-gpu: $(GPU_VENV_DEPS)  ## run the GPU tests (pytest -m gpu): every kernel vs its twin, steps vs NumPy, graph replay
-	$(PY) -m pytest -q -m gpu tests/cuda
+test-gpu: $(GPU_VENV_DEPS)  ## run every GPU test (pytest -m gpu): each kernel vs its twin, steps vs NumPy, graph replay, golden losses
+	$(PY) -m pytest -q -m gpu tests
 
 .PHONY: bench-gpu
 bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CUDA graph (needs torch) into bench/results/
 	$(PY) bench/bench_gpu.py --out bench/results/gpu-$$(date -u +%F).md
+
+.PHONY: bench-mixer-gpu
+bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## the Mixer's CUDA step and whole training runs vs PyTorch eager and torch.compile (needs torch), JSON into bench/results/
+	$(PY) bench/bench_mixer_gpu.py steps --out bench/results/gpu-mixer-steps-$$(date -u +%F).json
+	$(PY) bench/bench_mixer_gpu.py train $(data_flag) --out bench/results/gpu-mixer-train-$$(date -u +%F).json
 
 .PHONY: compile-kernels
 compile-kernels:  ## compile every kernels/*.cu with nvcc for sm_75 and sm_90 (syntax check; NVRTC builds at run time)

@@ -4,7 +4,7 @@ eager and torch.compile (TF32 on, data and augmentation on the GPU), timed in th
     python bench/bench_mixer_gpu.py steps --batches 256 1024 --out steps.json
         per-step time (median of CUDA-event-timed runs of 20 steps) of LiteNet in fp32/tf32/bf16 and of
         PyTorch eager and compiled; peak GPU memory of each (the uint8 data set aside); FLOP floors
-    python bench/bench_mixer_gpu.py train --data DIR --epochs 40 --runs litenet:bf16 torch torch-compile
+    python bench/bench_mixer_gpu.py train [--data DIR] --epochs 40 --runs litenet:bf16 torch torch-compile
         whole training runs on CIFAR-10 with the preset's recipe: test accuracy after every epoch and
         the training time to reach each of --targets (80 %, 82 %) — evaluation time excluded throughout
 Both print a table and write JSON (--out). Both contenders train on the same batches, flips and crop
@@ -170,7 +170,7 @@ def main() -> None:
     s.add_argument("--steps", type=int, default=20)
     s.add_argument("--repeats", type=int, default=5)
     t = sub.add_parser("train")
-    t.add_argument("--data", required=True)
+    t.add_argument("--data", help="CIFAR-10 location (default: litenet data's search order)")
     t.add_argument("--epochs", type=int, default=40)
     t.add_argument("--targets", type=float, nargs="+", default=[0.80, 0.82])
     t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
