@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import math
 import os
@@ -29,6 +30,7 @@ from litenet.export.calibrate import METHODS, calibration_images  # noqa: E402
 from litenet.export.int8_plan import plan_metadata, plan_tensors  # noqa: E402
 from litenet.export.onnx_fp32 import build_fp32  # noqa: E402
 from litenet.export.pipeline import COMPARE_IMAGES, DEFAULT_CALIB, DEFAULT_METHOD  # noqa: E402
+from litenet.graph import products  # noqa: E402
 from litenet.runtime import int8_plan as plan_rt  # noqa: E402
 from litenet.weights import load_model  # noqa: E402
 
@@ -186,6 +188,11 @@ def points(v: float, ref: float) -> str:
     return f"{100 * (v - ref):+.2f}"
 
 
+def describe_model(m) -> str:
+    """The model's settings in one line, for any family (its config's fields)."""
+    return f"{m.family}, " + ", ".join(f"{f.name} {getattr(m, f.name)}" for f in dataclasses.fields(m))
+
+
 def to_markdown(fig: dict) -> str:
     """The report as Markdown tables, with the command that made it."""
     m, f = fig["model"], fig["fp32_check"]
@@ -193,8 +200,7 @@ def to_markdown(fig: dict) -> str:
            f"Made by `python bench/export_report.py --weights {fig['weights']} --calib {fig['calib']}` on "
            f"{fig['cpu']} ({fig['cores']} cores), ONNX Runtime {fig['versions']['onnxruntime']}, "
            f"onnx {fig['versions']['onnx']}, NumPy {fig['versions']['numpy']}.", "",
-           f"Model: embed {m.embed}, input_shift {m.input_shift}, width {m.width}, hidden {m.hidden}, "
-           f"blocks {m.blocks}. Calibration: {fig['calib']} training images (seed {fig['seed']}), the same for "
+           f"Model: {describe_model(m)}. Calibration: {fig['calib']} training images (seed {fig['seed']}), the same for "
            "every row. Accuracy: the full 10,000-image test set.", "",
            "## fp32 ONNX against the NumPy forward", "",
            f"- {f['images']} test images: max |Δlogit| = {f['max_abs_diff']:.2e} (computed tolerance "
@@ -215,7 +221,7 @@ def to_markdown(fig: dict) -> str:
         out.append(f"| {r['method']} | ±{r['weight_max']} | {how} | {pct(r['acc'])} | "
                    f"{points(r['acc'], fig['fp32_acc'])} | {r['fp32_disagree']} | "
                    f"{pct(r['plan_acc'])} | {pct(p['argmax_agreement'])} / {p['max_abs_diff']:.3f} / "
-                   f"{p['images_with_rounding_flips']} | {r['int8_kernels']} of {2 + 2 * m.blocks} |")
+                   f"{p['images_with_rounding_flips']} | {r['int8_kernels']} of {len(products(m))} |")
     out += ["", "Activation ranges (amax) each method chose:", "", "| tensor | " + " | ".join(METHODS) + " |",
             "|---|" + "---|" * len(METHODS)]
     out += [f"| {n} | " + " | ".join(f"{a[k]:.4g}" for k in METHODS) + " |" for n, a in fig["amax"].items()]

@@ -1,7 +1,8 @@
 """The same LiteNet model and training step in PyTorch: the named peer of the CPU benchmarks.
 
-Written as a new PyTorch user would (autograd, nn.functional, torch.optim.SGD) but computing
-exactly LiteNet's function: same parameter layout and initial values, same loss, same clip rule.
+Written as a new PyTorch user would (autograd, nn.functional, torch.optim.SGD; for the Mixer nn.Linear,
+nn.LayerNorm and torch.optim.AdamW) but computing exactly LiteNet's function: same parameter layout
+and initial values, same loss, same clip rule.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch_mixer import TorchMixer  # bench/torch_mixer.py (bench/ is on sys.path where this is imported)
 
 from litenet.model import ModelConfig, TrainConfig, param_layout
 
@@ -73,3 +75,39 @@ class TorchTrainer:
         self.opt.step()
         return loss.detach()
 
+
+# ---------------------------------------------------------------------------------------------
+# The Mixer family: the network is bench/torch_mixer.py's TorchMixer (nn.Linear / nn.LayerNorm on
+# (B, T, C), the token MLP a Linear on the transposed tensor, LiteNet's weights loaded transposed),
+# shared with the GPU benchmark; here its CPU training step, as a PyTorch user writes it.
+
+
+class TorchMixerTrainer:
+    """One AdamW step as a PyTorch user writes it: weight decay on the weight matrices only (no decay
+    on biases nor LayerNorm's γ, β: LiteNet's decay = "weights"), cross-entropy with label smoothing,
+    no clipping (the Mixer presets' clip_threshold is inf). `adamw` picks torch's implementation:
+    "default" (what torch.optim.AdamW chooses on the CPU), "foreach" or "fused"."""
+
+    def __init__(self, model, train: TrainConfig, params: np.ndarray, adamw: str = "default"):
+        if train.optimizer != "adamw" or train.loss != "cross-entropy" or train.clip_threshold != float("inf"):
+            raise ValueError("TorchMixerTrainer covers the Mixer recipe: AdamW, cross-entropy, no clipping")
+        self.train = train
+        self.net = TorchMixer(model)
+        self.net.load_litenet(params)
+        decay = [p for p in self.net.parameters() if p.ndim == 2]
+        rest = [p for p in self.net.parameters() if p.ndim != 2]
+        groups = [{"params": decay, "weight_decay": train.weight_decay},
+                  {"params": rest, "weight_decay": train.weight_decay if train.decay == "all" else 0.0}]
+        options = {"default": {}, "foreach": {"foreach": True}, "fused": {"fused": True}}[adamw]
+        self.opt = torch.optim.AdamW(groups, lr=train.lr, betas=(train.beta1, train.beta2), eps=train.adam_eps,
+                                     **options)
+
+    def step(self, images: torch.Tensor, labels: torch.Tensor, lr: float) -> torch.Tensor:
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.zero_grad(set_to_none=True)
+        x = images.float() / 255.0  # uint8 NHWC → [0, 1], as LiteNet's step does
+        loss = F.cross_entropy(self.net(x), labels, label_smoothing=self.train.label_smoothing)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
