@@ -33,7 +33,10 @@ _pool = None
 
 
 def in_halves(work, *arrays) -> None:
-    """work(*views) over the flat arrays (all of one size, C-contiguous), in THREADS parts at once."""
+    """work(*views) over the flat arrays (all of one size, C-contiguous: a view of each part must be
+    the array's own memory, or an output would be written into a copy), in THREADS parts at once."""
+    if not all(a.flags.c_contiguous for a in arrays):
+        raise ValueError("in_halves needs C-contiguous arrays")
     size = arrays[0].size
     if THREADS == 1 or size < MIN_SPLIT:
         return work(*arrays)
@@ -164,6 +167,7 @@ def gelu_forward(u: np.ndarray, keep_tanh: bool = False):
 
     With keep_tanh, returns (a, t) with t = tanh(…), which gelu_backward can reuse.
     """
+    u = np.ascontiguousarray(u)  # a product's output may be a transposed view
     a, t = np.empty_like(u), np.empty_like(u)
     in_halves(_gelu_forward_into, u, a, t)
     return (a, t) if keep_tanh else a
@@ -191,6 +195,7 @@ def gelu_backward(da: np.ndarray, u: np.ndarray, t: np.ndarray | None = None) ->
     """
     if t is None:
         t = gelu_forward(u, keep_tanh=True)[1]
+    da, u, t = (np.ascontiguousarray(a) for a in (da, u, t))
     du = np.empty_like(u)
     in_halves(_gelu_backward_into, da, u, t, du)
     return du

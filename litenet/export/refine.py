@@ -154,10 +154,12 @@ def correct_biases(params: np.ndarray, model: AnyModel, scales: Scales, weights:
             q[op.name] = step(op, q, plan.product)
         if op.name in awaiting:
             layer = by_name[awaiting[op.name]]
-            total = np.zeros(tensors[layer.param("bias")].shape, np.float64)
+            total, count = np.zeros(tensors[layer.param("bias")].shape, np.float64), 0
             for f, q in zip(fp32, int8):
-                total += _bias_sum(layer, f[op.name] - q[op.name])
-            tensors[layer.param("bias")] = (tensors[layer.param("bias")] + total / len(images)).astype(np.float32)
+                diff = f[op.name] - q[op.name]
+                total += _bias_sum(layer, diff)
+                count += diff.size // total.size  # values per bias entry: images × patches (× channels)
+            tensors[layer.param("bias")] = (tensors[layer.param("bias")] + total / count).astype(np.float32)
             for q in int8:  # the int8 network from here on runs with the corrected bias
                 q[layer.name] = step(layer, q, plan.product)
                 if op is not layer:

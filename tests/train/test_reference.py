@@ -161,3 +161,15 @@ def test_adamw_matches_its_definition_over_steps():
         mm, vv = 0.9 * mm + 0.1 * g, 0.999 * vv + 0.001 * g * g
         want = want - 0.01 * (mm / (1 - 0.9 ** t)) / (np.sqrt(vv / (1 - 0.999 ** t)) + 1e-8)
     np.testing.assert_allclose(w, want, rtol=1e-12)
+
+
+def test_gelu_of_a_transposed_view_is_the_gelu_of_its_values():
+    """A product's output may be a non-contiguous view (the int8 plan's token product is); GELU's
+    two-thread halves must still write into the array they return."""
+    u = np.random.default_rng(4).standard_normal((300, 700)).astype(np.float32).T  # > MIN_SPLIT values
+    assert not u.flags.c_contiguous and u.size > ops.MIN_SPLIT
+    a, t = ops.gelu_forward(u, keep_tanh=True)
+    np.testing.assert_array_equal(a, ops.gelu_forward(np.ascontiguousarray(u)))
+    da = np.ones_like(u)
+    np.testing.assert_array_equal(ops.gelu_backward(da, u, t), ops.gelu_backward(np.ones(u.shape, np.float32),
+                                                                                 np.ascontiguousarray(u)))
