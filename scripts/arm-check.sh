@@ -209,7 +209,8 @@ model_doc=$("$PY" -c "
 import json, sys
 d = json.load(open(sys.argv[1]))
 m, acc = d['model'], d.get('test_accuracy')
-print(f\"preset {d.get('preset')}, {d.get('epochs_done')} epoch(s), embed {m['embed']}, width {m['width']}, hidden {m['hidden']}, blocks {m['blocks']}\"
+shape = ', '.join(f'{k} {v}' for k, v in m.items() if k not in ('classes', 'ln_eps', 'embed_init'))  # any family
+print(f\"preset {d.get('preset')}, {d.get('epochs_done')} epoch(s), {shape}\"
       + (f', test accuracy {100 * acc:.2f} %' if acc is not None else ''))" "$MODEL/config.json" 2>/dev/null || echo "no config.json")
 mkdir -p "$(dirname "$OUT")"
 {
