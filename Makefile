@@ -64,9 +64,10 @@ train: $(call extras,train $(CUDA_EXTRA)) data  ## train PRESET into OUT=runs/PR
 
 TORCH_VERSION ?= 2.13.0
 .PHONY: bench
-bench: $(call extras,train) data  ## NumPy backend epoch time against the same model in PyTorch on this CPU (installs torch)
+bench: $(call extras,train) data  ## NumPy backend epoch/step time (MLPs and Mixers) against the same model in PyTorch on this CPU (installs torch)
 	$(PY) -m pip install -q "torch==$(TORCH_VERSION)"
 	$(PY) bench/bench_cpu.py --threads $$(nproc) --repeats 3 --out bench/results/cpu-$$(date -u +%F).md $(data_flag)
+	$(PY) bench/bench_cpu_mixer.py --threads $$(nproc) --out bench/results/cpu-mixer-$$(date -u +%F).md $(data_flag)
 
 .PHONY: gradcheck
 gradcheck: $(call extras,train)  ## finite-difference check of every gradient, for every preset
