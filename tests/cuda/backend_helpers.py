@@ -9,21 +9,16 @@ from litenet.model import init_params, param_views
 from litenet.train.cuda.backend import CudaBackend
 from litenet.train.cuda.check import compare
 from litenet.train.numpy_backend import NumpyBackend
+from tests.golden.record import learnable_images
 
 
 def data(n=40, classes=10, seed=0):
-    """Images with something to learn — a faint random pattern per class under noise, a fifth of
-    the labels random — so training neither explodes nor reaches zero loss. (On pure noise at a
-    high learning rate the seed recipe's loss explodes and from step ~107 any two float32
-    summation orders, NumPy float32 against float64 too, part ways: that tests conditioning, not
-    the kernels.)"""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, classes, n)
-    patterns = rng.uniform(-1, 1, (classes, 32, 32, 3))
-    images = np.clip(128 + 25 * patterns[labels] + rng.normal(0, 50, (n, 32, 32, 3)), 0, 255)
-    relabel = rng.random(n) < 0.2
-    labels[relabel] = rng.integers(0, classes, int(relabel.sum()))
-    return images.astype(np.uint8), labels
+    """Images with something to learn (tests/golden/record.learnable_images), labels as int64.
+    (On pure noise at a high learning rate the seed recipe's loss explodes and from step ~107 any two
+    float32 summation orders, NumPy float32 against float64 too, part ways: that tests
+    conditioning, not the kernels.)"""
+    images, labels = learnable_images(n, classes, seed)
+    return images, labels.astype(np.int64)
 
 
 def schedule(steps, n, batch, seed=1, flips=True):

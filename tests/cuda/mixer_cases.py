@@ -13,7 +13,6 @@ from litenet import ops
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout
 from litenet.train import augment
 from litenet.train import reference as ref
-from litenet.train.cuda.layout import param_offsets
 from litenet.train.numpy_backend import decay_mask
 
 i32, f32 = np.int32, np.float32

@@ -26,7 +26,8 @@ from litenet.train.cuda.check import KernelMismatch, run_checked
 from litenet.train.cuda.geometry import Geometry, choose_plan
 from litenet.train.cuda.layout import StatsLayout, param_offsets
 from litenet.train.cuda.plans import AllReduce, Plans, arena_plan
-from litenet.train.parallel.comm import local_columns, reduce_stats, reduces
+from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images
+from litenet.train.parallel.comm import local_columns, reduces
 
 PLANS = ("auto", "fused", "ops")
 # The embedding's version (geometry.choose_embed) and the products' tile shape (geometry.choose_tall;
@@ -35,7 +36,7 @@ EMBEDS = ("auto", "rows", "tiles")
 ACTIVATIONS = ("S", "X", "U", "A", "NRM", "RSTD", "Z", "DY", "DS", "DH0", "G1", "G2", "G3", "GH", "DZ", "PS")
 
 
-class CudaBackend:
+class CudaBackend(DeviceSchedule):
     """Trains on the GPU with the hand-written kernels in kernels/*.cu."""
 
     name = "cuda"
@@ -87,7 +88,7 @@ class CudaBackend:
 
     def load_dataset(self, images: np.ndarray, labels: np.ndarray) -> None:
         """Copy the training set (uint8 NHWC, labels) to the GPU once; steps gather from it there."""
-        _check_images(images, "training images")
+        check_images(images, "training images")
         labels = np.asarray(labels)
         if labels.shape != (len(images),):
             raise LiteNetError(f"{len(images)} training images but labels of shape {labels.shape}")
@@ -131,27 +132,6 @@ class CudaBackend:
             self._run(self._pos, count)
             self._pos += count
             done += count
-
-    def fetch_stats(self) -> dict[str, np.ndarray]:
-        """Per-step statistics since the last call (backends.STAT_FIELDS); waits for the GPU."""
-        self._drain()
-        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.stats_layout.width), np.float32)
-        self._pending = []
-        return reduce_stats(self.stats_layout.unpack(rows), self.comm)
-
-    def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
-        """Forward only, a batch_size chunk at a time through the evaluation buffers."""
-        _check_images(images, "images")
-        out = np.empty((len(images), self.model.classes), np.float32)
-        chunk = np.zeros((self.batch, 32, 32, 3), np.uint8)
-        for start in range(0, len(images), self.batch):
-            part = np.asarray(images[start:start + self.batch])
-            chunk[:len(part)] = part
-            self.dev.upload(self.v["eval_images"], chunk)
-            for launch in self._eval:
-                self.dev.launch(launch)
-            out[start:start + len(part)] = self.dev.download(self.v["Z"])[:len(part)]
-        return out
 
     def state(self) -> dict[str, np.ndarray]:
         return {"params": self.dev.download(self.v["params"]), "velocity": self.dev.download(self.v["velocity"])}
@@ -240,24 +220,9 @@ class CudaBackend:
             for tensor, ratio in worst.items():
                 mine[tensor] = max(mine.get(tensor, 0.0), ratio)
 
-    def _drain(self) -> None:
-        """Copy the filled statistics rows to the host and rewind the schedule (waits for the GPU)."""
-        if self._pos == 0:
-            return
-        self._pending.append(self.dev.download(self.v["stats"][:self._pos]))
-        self.dev.fill(self.v["stats"][:self._pos], 0)
-        self.dev.fill(self.v["ctr"], 0)
-        self._pos = 0
-
     def _validated(self, launches):
         """Check every launch's arguments against its kernel's declared parameters, once."""
         for launch in launches:
             if not isinstance(launch, AllReduce):
                 check_launch(launch)
         return launches
-
-
-def _check_images(images, what: str) -> None:
-    if getattr(images, "dtype", None) != np.uint8 or tuple(images.shape[1:]) != (32, 32, 3):
-        raise LiteNetError(f"{what} must be uint8 NHWC (N, 32, 32, 3); got {getattr(images, 'dtype', None)} "
-                           f"{getattr(images, 'shape', None)}")

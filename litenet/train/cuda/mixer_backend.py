@@ -17,6 +17,7 @@ from litenet.gpu.launch import check_launch
 from litenet.model import MixerConfig, TrainConfig, param_count
 from litenet.train.cuda.layout import param_offsets
 from litenet.train.cuda.mixer_plans import PRECISIONS, MixerPlans, MixerShapes, arena_plan
+from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images
 from litenet.train.numpy_backend import decay_mask
 
 
@@ -27,7 +28,7 @@ def has_tensor_cores(capability: str) -> bool:
     return capability == "emulated" or (capability.startswith("sm_") and int(capability[3:-1]) >= 8)
 
 
-class MixerCudaBackend:
+class MixerCudaBackend(DeviceSchedule):
     """Trains a Mixer on the GPU with the kernels in kernels/*.cu."""
 
     name = "cuda"
@@ -56,6 +57,7 @@ class MixerCudaBackend:
                              f"{device.capability}: use --precision fp32")
         self.model, self.train, self.dev, self.precision = model, train, device, precision
         self.shapes = MixerShapes(model, train.batch_size)
+        self.batch, self.comm = train.batch_size, None
         self.capacity = capacity or int(np.clip(2 ** 20 // train.batch_size, 16, 4096))
         self.arena = arena_plan(model, self.shapes, self.capacity, device.sm_count)
         self.v = device.allocate(self.arena)
@@ -76,8 +78,7 @@ class MixerCudaBackend:
     def load_dataset(self, images: np.ndarray, labels: np.ndarray) -> None:
         """Copy the training set (uint8 NHWC, labels) to the GPU once; steps gather and augment it there."""
         images, labels = np.asarray(images), np.asarray(labels)
-        if images.dtype != np.uint8 or images.shape[1:] != (32, 32, 3):
-            raise LiteNetError(f"training images must be uint8 NHWC (N, 32, 32, 3); got {images.dtype} {images.shape}")
+        check_images(images, "training images")
         if labels.shape != (len(images),) or (labels.size and labels.max() >= self.model.classes):
             raise LiteNetError(f"labels must be one per image, in 0…{self.model.classes - 1}")
         self._dataset = (self.dev.to_device(images), self.dev.to_device(labels.astype(np.uint8)))
@@ -116,27 +117,6 @@ class MixerCudaBackend:
             self.updates += count
             done += count
 
-    def fetch_stats(self) -> dict[str, np.ndarray]:
-        """Per-step statistics since the last call (backends.STAT_FIELDS); waits for the GPU."""
-        self._drain()
-        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.stats_layout.width), np.float32)
-        self._pending = []
-        return self.stats_layout.unpack(rows)
-
-    def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
-        """Forward only, one batch of images at a time through the evaluation buffers."""
-        B = self.shapes.B
-        out = np.empty((len(images), self.model.classes), np.float32)
-        chunk = np.zeros((B, 32, 32, 3), np.uint8)
-        for start in range(0, len(images), B):
-            part = np.asarray(images[start:start + B])
-            chunk[:len(part)] = part
-            self.dev.upload(self.v["eval_images"], chunk)
-            for launch in self._eval:
-                self.dev.launch(launch)
-            out[start:start + len(part)] = self.dev.download(self.v["Z"])[:len(part)]
-        return out
-
     def state(self) -> dict[str, np.ndarray]:
         return {"params": self.dev.download(self.v["params"]), "m": self.dev.download(self.v["m"]),
                 "v": self.dev.download(self.v["v"]), "updates": np.array([self.updates], np.int64)}
@@ -172,12 +152,3 @@ class MixerCudaBackend:
                 self.dev.replay(self._graphs[n])
             k += n
             self._done += n
-
-    def _drain(self) -> None:
-        """Copy the filled statistics rows to the host and rewind the schedule (waits for the GPU)."""
-        if self._pos == 0:
-            return
-        self._pending.append(self.dev.download(self.v["stats"][:self._pos]))
-        self.dev.fill(self.v["stats"][:self._pos], 0)
-        self.dev.fill(self.v["ctr"], 0)
-        self._pos = 0

@@ -1,0 +1,54 @@
+"""What both CUDA training backends (the MLP's backend.py, the Mixer's mixer_backend.py) share: the
+statistics rows that their steps fill on the device, drained when the schedule ring is full or the
+trainer asks, and evaluation one batch of images at a time through the forward launches."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from litenet.errors import LiteNetError
+from litenet.train.parallel.comm import reduce_stats
+
+
+def check_images(images, what: str) -> None:
+    """uint8 NHWC (N, 32, 32, 3), or a one-line LiteNetError."""
+    if getattr(images, "dtype", None) != np.uint8 or tuple(images.shape[1:]) != (32, 32, 3):
+        raise LiteNetError(f"{what} must be uint8 NHWC (N, 32, 32, 3); got {getattr(images, 'dtype', None)} "
+                           f"{getattr(images, 'shape', None)}")
+
+
+class DeviceSchedule:
+    """Mixin of a CUDA backend whose arena `v` holds `stats` (one row per step), `ctr` (the step
+    counter), `eval_images` and `Z` (the logits), and which sets `dev`, `batch`, `model`,
+    `stats_layout`, `comm` (None on one GPU), `_eval` (the forward launches), `_pos` (schedule rows
+    in use) and `_pending` (drained statistics not yet fetched)."""
+
+    def fetch_stats(self) -> dict[str, np.ndarray]:
+        """Per-step statistics since the last call (backends.STAT_FIELDS); waits for the GPU."""
+        self._drain()
+        rows = np.concatenate(self._pending) if self._pending else np.zeros((0, self.stats_layout.width), np.float32)
+        self._pending = []
+        return reduce_stats(self.stats_layout.unpack(rows), self.comm)
+
+    def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
+        """Forward only, one batch of images at a time through the evaluation buffers."""
+        check_images(images, "images")
+        out = np.empty((len(images), self.model.classes), np.float32)
+        chunk = np.zeros((self.batch, 32, 32, 3), np.uint8)
+        for start in range(0, len(images), self.batch):
+            part = np.asarray(images[start:start + self.batch])
+            chunk[:len(part)] = part
+            self.dev.upload(self.v["eval_images"], chunk)
+            for launch in self._eval:
+                self.dev.launch(launch)
+            out[start:start + len(part)] = self.dev.download(self.v["Z"])[:len(part)]
+        return out
+
+    def _drain(self) -> None:
+        """Copy the filled statistics rows to the host and rewind the schedule (waits for the GPU)."""
+        if self._pos == 0:
+            return
+        self._pending.append(self.dev.download(self.v["stats"][:self._pos]))
+        self.dev.fill(self.v["stats"][:self._pos], 0)
+        self.dev.fill(self.v["ctr"], 0)
+        self._pos = 0
