@@ -111,3 +111,28 @@ def test_config_records_accuracy_and_classes(tmp_path):
     make(tmp_path).run()
     doc = json.loads((tmp_path / "config.json").read_text())
     assert doc["format"] == "litenet-config/1" and doc["epochs_done"] == 3 and 0 <= doc["test_accuracy"] <= 1
+
+
+def test_an_epoch_resumed_inside_reports_the_whole_epochs_mean_loss(tmp_path):
+    """Ctrl-C in the middle of an epoch, then --resume: the epoch's train_loss is the mean over all of its
+    steps (the checkpoint kept the losses before the interruption), as in an uninterrupted run."""
+    def epoch_losses(folder):
+        return [r["train_loss"] for r in read_metrics(folder / "metrics.jsonl") if r["type"] == "epoch"]
+
+    make(tmp_path / "whole").run()
+    make(tmp_path / "split", stop_after_steps=13).run()  # an epoch is 10 steps: stops inside the second
+    make(tmp_path / "split", resume=True).run()
+    assert epoch_losses(tmp_path / "split") == pytest.approx(epoch_losses(tmp_path / "whole"), rel=1e-12)
+
+
+def test_settings_out_of_range_are_refused_naming_the_field_and_range():
+    from litenet.errors import UsageError
+    from litenet.model import MixerConfig, TrainConfig
+
+    for make_config, text in ((lambda: TrainConfig(epochs=0), "epochs must be ≥ 1; got 0"),
+                              (lambda: TrainConfig(lr_base=-1.0), "lr_base must be > 0.0; got -1.0"),
+                              (lambda: TrainConfig(label_smoothing=1.0, loss="cross-entropy"), "label_smoothing"),
+                              (lambda: TrainConfig(augment="crop+rotate"), "augment must be none or"),
+                              (lambda: MixerConfig(patch=5), "patch must be one of 1, 2, 4, 8, 16, 32")):
+        with pytest.raises(UsageError, match=text.replace("+", r"\+")):
+            make_config()
