@@ -60,12 +60,14 @@ def contenders(names: list[str], model, train, params, images, labels):
     return out
 
 
-def run_steps(contender, batches, flips, crops, lrs) -> None:
-    """Enqueue the steps (LiteNet: its schedule; PyTorch: one step call each)."""
+def run_steps(contender, batches, flips, crops, lrs, cutouts=None) -> None:
+    """Enqueue the steps (LiteNet: its schedule; PyTorch: one step call each; cutout: LiteNet only)."""
     if hasattr(contender, "train_steps"):
-        contender.train_steps(batches, lrs, flips, crops)
+        contender.train_steps(batches, lrs, flips, crops, cutouts)
         contender.fetch_stats()
         return
+    if cutouts is not None:
+        raise SystemExit("the PyTorch peer (bench/torch_mixer.py) has no cutout: run LiteNet alone with augment=…+cutout")
     import torch
     dev = contender.images.device
     for b, f, c, lr in zip(batches, flips, crops, lrs):
@@ -73,14 +75,14 @@ def run_steps(contender, batches, flips, crops, lrs) -> None:
                        torch.as_tensor(c.astype(np.int64), device=dev), float(lr))
 
 
-def timed(contender, batches, flips, crops, lrs) -> float:
+def timed(contender, batches, flips, crops, lrs, cutouts=None) -> float:
     """Seconds for the steps, the GPU drained before and after (CUDA events would not see CuPy's stream)."""
     import torch
     import cupy
     torch.cuda.synchronize()
     cupy.cuda.Device().synchronize()
     t = time.perf_counter()
-    run_steps(contender, batches, flips, crops, lrs)
+    run_steps(contender, batches, flips, crops, lrs, cutouts)
     torch.cuda.synchronize()
     cupy.cuda.Device().synchronize()
     return time.perf_counter() - t
@@ -145,8 +147,9 @@ def train_mode(args) -> dict:
             crops = schedule.epoch_crops(batches, train, epoch)
             flips = np.zeros(batches.shape, bool) if flips is None else flips
             crops = np.zeros((*batches.shape, 2), np.int8) if crops is None else crops
+            cutouts = schedule.epoch_cutouts(batches, train, epoch)
             lrs = schedule.learning_rates(epoch * spe, spe, total, train)
-            train_s += timed(c, batches, flips, crops, lrs)
+            train_s += timed(c, batches, flips, crops, lrs, cutouts)
             accuracy = float(np.mean(c.logits(test_x).argmax(1) == test_y))
             history.append({"epoch": epoch + 1, "train_seconds": round(train_s, 3), "test_accuracy": accuracy})
             for target in args.targets:

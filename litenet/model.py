@@ -34,7 +34,7 @@ SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("sgd", "adamw")
 DECAY = ("all", "weights")
 PRECISIONS = ("fp32", "tf32", "bf16")
-AUGMENTS = ("crop", "flip")  # combinable: "crop+flip"; "none" for neither
+AUGMENTS = ("crop", "flip", "cutout")  # combinable: "crop+flip", "crop+flip+cutout"; "none" for none
 PATCHES = (1, 2, 4, 8, 16, 32)  # the patch sides that tile a 32×32 image
 
 
@@ -133,8 +133,11 @@ class TrainConfig:
     precision: str = "fp32"  # the CUDA backend's matrix products: "fp32", or "tf32" / "bf16" on tensor cores
     #                          (sm_80+; fp32 accumulation and weights); the NumPy backend computes in its dtype
     augment: str = "none"  # "flip" (mirror left-right with probability ½), "crop" (a random 32×32
-    #                        crop of the image reflect-padded by crop_padding), "crop+flip", or "none"
+    #                        crop of the image reflect-padded by crop_padding), "cutout" (a cutout_size
+    #                        square at a random centre, after crop and flip, filled with the mean grey),
+    #                        any +-joined choice of them ("crop+flip"), or "none"
     crop_padding: int = 4
+    cutout_size: int = 8   # the side of cutout's square, in pixels (its centre may lie near an edge)
 
     def __post_init__(self):
         _check_choice("loss", self.loss, LOSSES)
@@ -156,6 +159,7 @@ class TrainConfig:
         _check_range("margin", self.margin, low=0.0)
         _check_range("seed", self.seed, low=0)
         _check_range("crop_padding", self.crop_padding, low=0, high=16)
+        _check_range("cutout_size", self.cutout_size, low=1, high=32)
         if self.label_smoothing and self.loss != "cross-entropy":
             raise UsageError(f"label_smoothing applies to the cross-entropy loss; loss is {self.loss!r}")
 

@@ -1,10 +1,12 @@
-"""Training-time augmentation on the CPU: random crops of the reflect-padded image and left-right flips.
+"""Training-time augmentation on the CPU: random crops of the reflect-padded image, left-right flips
+and cutout (a square of the augmented image filled with the mean grey).
 
 Both are index maps, so one gather builds the whole augmented batch from the uint8 training set and
 no padded copy is made: a crop at offset (oy, ox) of the image padded by p reads source row
 reflect(oy − p + i) for output row i, where reflect mirrors about the edge pixel without repeating
 it (−1 → 1, 32 → 30), as np.pad's and PyTorch's "reflect" modes do. The offsets and flips of every
 step come from litenet.train.schedule, seeded by (seed, epoch): a resumed run draws the same ones.
+kernels/patches.cu does the same on the GPU in its read of the uint8 images (these are its twins).
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 SIDE = 32
+# Cutout's fill: the uint8 grey nearest CIFAR-10's mean pixel (0.473 × 255), which the Mixer's
+# input_shift of 0.47 centres to about 0 — what "cut out" means after normalisation (DeVries &
+# Taylor fill 0 after subtracting the mean) — while staying a uint8 value both paths hold exactly.
+CUTOUT_FILL = 121
 
 
 def reflect(index: np.ndarray) -> np.ndarray:
@@ -21,12 +27,30 @@ def reflect(index: np.ndarray) -> np.ndarray:
 
 
 def apply(images: np.ndarray, indices: np.ndarray, flips: np.ndarray | None = None,
-          crops: np.ndarray | None = None, padding: int = 4) -> np.ndarray:
+          crops: np.ndarray | None = None, padding: int = 4, cutouts: np.ndarray | None = None,
+          cutout_size: int = 8) -> np.ndarray:
     """images[indices] (uint8 NHWC), each cropped at crops[b] = (oy, ox) in 0 … 2p of its copy padded
-    by p = `padding`, then mirrored left-right where flips[b]; `None` skips either step."""
+    by p = `padding`, then mirrored left-right where flips[b], then with the cutout_size square
+    centred at cutouts[b] = (cy, cx) filled (cutout_square); `None` skips any step."""
     batch = images[indices]
-    if crops is None and (flips is None or not np.any(flips)):
-        return batch
+    if crops is not None or (flips is not None and np.any(flips)):
+        batch = _crop_flip(batch, flips, crops, padding)
+    if cutouts is not None:
+        batch = np.where(cutout_square(cutouts, cutout_size)[:, :, :, None], np.uint8(CUTOUT_FILL), batch)
+    return batch
+
+
+def cutout_square(centres: np.ndarray, size: int) -> np.ndarray:
+    """(n, 32, 32) bool: rows cy − ⌊size/2⌋ … cy − ⌊size/2⌋ + size − 1 and the same columns around cx,
+    clipped to the image (an output pixel of the augmented image is cut when both hold)."""
+    centres = np.asarray(centres, np.int64)
+    steps = np.arange(SIDE)
+    low = centres - size // 2  # (n, 2)
+    inside = (steps >= low[:, :, None]) & (steps < low[:, :, None] + size)  # (n, 2, 32): rows, columns
+    return inside[:, 0, :, None] & inside[:, 1, None, :]
+
+
+def _crop_flip(batch: np.ndarray, flips, crops, padding: int) -> np.ndarray:
     n, steps = len(batch), np.arange(SIDE)
     rows = np.broadcast_to(steps, (n, SIDE))
     cols = np.broadcast_to(steps, (n, SIDE))

@@ -3,7 +3,8 @@
 Every backend class has the same small set of methods (see NumpyBackend for the reference):
   __init__(model, train, params, **options)   params: flat float32 host array (litenet.model layout)
   load_dataset(images, labels)                the training set, uint8 NHWC + uint8 labels
-  train_steps(batches, lrs, flips=None)       enqueue one SGD step per row of indices
+  train_steps(batches, lrs, flips=None, …)    enqueue one step per row of indices (the augmentation draws
+                                              as keywords: flips, and crops, cutouts where supported)
   fetch_stats() -> dict of arrays             per-step statistics since the last call (STAT_FIELDS)
   logits(images) -> float32 (N, classes)      forward only, for evaluation
   state() / load_state(state)                 {"params", "velocity"} as host arrays, for checkpoints
@@ -38,10 +39,10 @@ def cuda_backend(model, train, params, **options):
     if model.family == "mixer":
         from litenet.train.cuda.mixer_backend import MixerCudaBackend
         return MixerCudaBackend(model, train, params, **options)
+    if set(train.augmentations) - {"flip"}:
+        raise UsageError(f"augment {train.augment}: the MLP family's CUDA kernels do flips only; "
+                         "use --augment flip or none, or --backend numpy")
     from litenet.train.cuda.backend import CudaBackend
-    if train.precision != "fp32":
-        raise UsageError(f"precision {train.precision}: the MLP family's CUDA kernels run in fp32 only so far; "
-                         "use --precision fp32")
     return CudaBackend(model, train, params, **options)
 
 

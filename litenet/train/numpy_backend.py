@@ -52,23 +52,25 @@ class NumpyBackend:
         self._images, self._labels = images, labels
 
     def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None,
-                    crops: np.ndarray | None = None) -> None:
+                    crops: np.ndarray | None = None, cutouts: np.ndarray | None = None) -> None:
         """Run one step per row of `batches` (indices into the training set) at the given lrs.
 
         `flips` (same shape as `batches`) mirrors those images left-right, `crops` ((steps, batch, 2)
-        offsets) cuts each from its reflect-padded copy (litenet.train.augment); both optional.
+        offsets) cuts each from its reflect-padded copy, `cutouts` ((steps, batch, 2) centres) fills a
+        square of it (litenet.train.augment); all optional.
         With a communicator, `batches` holds the global batch and this rank takes its columns.
         """
+        draws = {"flips": flips, "crops": crops, "cutouts": cutouts}
         if self.comm is not None:
             batches = np.asarray(batches)
             if batches.ndim != 2 or batches.shape[1] != self.train.batch_size:
                 raise LiteNetError(f"batches must have shape (steps, {self.train.batch_size}); got {batches.shape}")
             batches = batches[:, self.columns]
-            flips = None if flips is None else np.asarray(flips)[:, self.columns]
-            crops = None if crops is None else np.asarray(crops)[:, self.columns]
+            draws = {k: None if v is None else np.asarray(v)[:, self.columns] for k, v in draws.items()}
         for row, (indices, lr) in enumerate(zip(batches, lrs)):
-            images = augment.apply(self._images, indices, None if flips is None else flips[row],
-                                   None if crops is None else crops[row], self.train.crop_padding)
+            step_draws = {k: None if v is None else v[row] for k, v in draws.items()}
+            images = augment.apply(self._images, indices, padding=self.train.crop_padding,
+                                   cutout_size=self.train.cutout_size, **step_draws)
             self.step(images, self._labels[indices].astype(np.int64), float(lr))
 
     def step(self, images: np.ndarray, labels: np.ndarray, lr: float) -> dict:

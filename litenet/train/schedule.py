@@ -59,5 +59,23 @@ def epoch_crops(batches: np.ndarray, train: TrainConfig, epoch: int) -> np.ndarr
     return rng.integers(0, 2 * train.crop_padding + 1, size=(*batches.shape, 2), dtype=np.int8)
 
 
+def epoch_cutouts(batches: np.ndarray, train: TrainConfig, epoch: int) -> np.ndarray | None:
+    """(steps, batch, 2) centres (row, column) in 0 … 31 of each image's cutout square when "cutout"
+    augmentation is on (uniform over the image, so a square near an edge is partly outside it, as
+    in DeVries & Taylor's Cutout); None otherwise. A stream of its own, as epoch_crops."""
+    if "cutout" not in train.augmentations:
+        return None
+    rng = np.random.default_rng([train.seed, epoch, 3])
+    return rng.integers(0, 32, size=(*batches.shape, 2), dtype=np.int8)
+
+
+def epoch_augments(batches: np.ndarray, train: TrainConfig, epoch: int) -> dict[str, np.ndarray]:
+    """The epoch's augmentation draws that are switched on, by train_steps' argument name
+    (flips, crops, cutouts); each indexed like `batches` in its first two axes."""
+    draws = {"flips": epoch_flips(batches, train, epoch), "crops": epoch_crops(batches, train, epoch),
+             "cutouts": epoch_cutouts(batches, train, epoch)}
+    return {name: value for name, value in draws.items() if value is not None}
+
+
 def steps_per_epoch(n_images: int, train: TrainConfig) -> int:
     return n_images // train.batch_size

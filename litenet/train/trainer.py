@@ -1,6 +1,6 @@
 """The training loop: epochs of backend steps, evaluation, metrics, checkpoints, resume and Ctrl-C.
 
-The loop hands the backend chunks of steps (indices, lrs, flips, crops) and reads the statistics back
+The loop hands the backend chunks of steps (indices, lrs, and the augmentation draws: flips, crops, cutouts) and reads the statistics back
 once per chunk, so a GPU backend is never synchronised inside a chunk.
 
 Data-parallel (docs/parallel.md): every rank runs this loop with the same schedule and a
@@ -190,8 +190,7 @@ class Trainer:
 
     def _run_epoch(self, backend, epoch: int, first_step: int, interrupt: Interrupt, bar):
         batches = schedule.epoch_batches(len(self.data.train_split.images), self.train, epoch)
-        flips = schedule.epoch_flips(batches, self.train, epoch)
-        crops = schedule.epoch_crops(batches, self.train, epoch)
+        draws = schedule.epoch_augments(batches, self.train, epoch)  # flips, crops, cutouts: those switched on
         # the epoch's losses so far: a run resumed inside an epoch reports the whole epoch's mean
         started, losses = time.perf_counter(), list(self._resumed_losses) if first_step else []
         step, stop_at = first_step, self.options.stop_after_steps
@@ -202,10 +201,7 @@ class Trainer:
                 count = min(count, stop_at - global_step)
             lrs = schedule.learning_rates(global_step, count, self.total_steps, self.train)
             part = slice(step, step + count)
-            if crops is None:  # backends without crops (the CUDA MLP) take flips alone
-                backend.train_steps(batches[part], lrs, None if flips is None else flips[part])
-            else:
-                backend.train_steps(batches[part], lrs, None if flips is None else flips[part], crops[part])
+            backend.train_steps(batches[part], lrs, **{name: d[part] for name, d in draws.items()})
             stats = backend.fetch_stats()  # of the global batch: every rank holds the same numbers
             params = backend.state()["params"]
             if self.writer:

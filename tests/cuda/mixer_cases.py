@@ -100,17 +100,19 @@ def _plain_layernorm(r, rng, name, B, d):
 
 
 @case("patches_gather")
-def _patches(r, rng, name, B, patch, pad=4, shift=0.5, scale=1.0, grid=5):
-    """The step's images from the uint8 set, cropped and flipped: exactly augment.apply then ops.patchify."""
+def _patches(r, rng, name, B, patch, pad=4, cut=0, shift=0.5, scale=1.0, grid=5):
+    """The step's images from the uint8 set, cropped, flipped and cut out: exactly augment.apply then ops.patchify."""
     N = B + 3
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
     batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
     crops = rng.integers(0, 2 * pad + 1, (3, B, 2)).astype(np.int8)
+    cutouts = rng.integers(0, 32, (3, B, 2)).astype(np.int8)
+    cutouts[1, 0] = (0, 31)  # a square over two edges at once
     T, per = (32 // patch) ** 2, patch * patch * 3
     out = _nan(r, (T, B, per))
-    r.launch(name, grid, (r.put(images), batches, flips, r.put(crops), ctr, out, i32(B), i32(patch), i32(pad), f32(shift),
-                          f32(scale)))
-    x = augment.apply(images, index, flip, crops[1] if pad else None, pad)
+    r.launch(name, grid, (r.put(images), batches, flips, r.put(crops), r.put(cutouts), ctr, out, i32(B), i32(patch),
+                          i32(pad), i32(cut), i32(augment.CUTOUT_FILL), f32(shift), f32(scale)))
+    x = augment.apply(images, index, flip, crops[1] if pad else None, pad, cutouts[1] if cut else None, cut)
     return {"patches": out}, {"patches": ops.patchify(ops.pixels_to_float(x, np.float64), patch, shift, scale)}, \
         {"patches": 2}, None
 
@@ -183,6 +185,8 @@ MIXER_KERNEL_SHAPES = [
     ("patches_gather", dict(B=5, patch=4)),
     ("patches_gather", dict(B=3, patch=8, pad=0, shift=0.0)),
     ("patches_gather", dict(B=2, patch=16, pad=2, shift=0.47, scale=4.0)),
+    ("patches_gather", dict(B=6, patch=4, cut=8, shift=0.47, scale=4.0)),
+    ("patches_gather", dict(B=4, patch=2, pad=0, cut=5)),
     ("mean_tokens_forward", dict(T=16, N=70)),
     ("mean_tokens_backward", dict(T=9, N=33)),
     ("cross_entropy_smoothed", dict(B=37, C=10)),

@@ -21,7 +21,7 @@ NOISE_ONLY = ("token_fc2.bias",)
 
 def recipe(**changes) -> TrainConfig:
     values = dict(epochs=1, batch_size=BATCH, optimizer="adamw", lr_base=0.02, loss="cross-entropy",
-                  label_smoothing=0.1, augment="crop+flip", weight_decay=0.05, decay="weights", warmup_steps=1,
+                  label_smoothing=0.1, augment="crop+flip+cutout", cutout_size=12, weight_decay=0.05, decay="weights", warmup_steps=1,
                   clip_threshold=float("inf"))
     return TrainConfig(**{**values, **changes})
 
@@ -32,12 +32,12 @@ def schedule(seed=0):
     labels = rng.integers(0, 10, IMAGES).astype(np.uint8)
     batches = np.stack([rng.permutation(IMAGES)[:BATCH] for _ in range(STEPS)])
     return images, labels, batches, np.full(STEPS, 0.02), rng.random((STEPS, BATCH)) < 0.5, \
-        rng.integers(0, 9, (STEPS, BATCH, 2))
+        rng.integers(0, 9, (STEPS, BATCH, 2)), rng.integers(0, 32, (STEPS, BATCH, 2))
 
 
-def run(backend, images, labels, batches, lrs, flips, crops):
+def run(backend, images, labels, batches, lrs, flips, crops, cutouts):
     backend.load_dataset(images, labels)
-    backend.train_steps(batches, lrs, flips, crops)
+    backend.train_steps(batches, lrs, flips=flips, crops=crops, cutouts=cutouts)
     return backend.fetch_stats()
 
 
@@ -78,14 +78,14 @@ def test_graph_replay_is_the_eager_step():
 
 
 def test_resume_continues_exactly():
-    images, labels, batches, lrs, flips, crops = schedule(2)
+    images, labels, batches, lrs, *draws = schedule(2)
     whole = cuda(recipe())
-    run(whole, images, labels, batches, lrs, flips, crops)
+    run(whole, images, labels, batches, lrs, *draws)
     first = cuda(recipe())
-    run(first, images, labels, batches[:1], lrs[:1], flips[:1], crops[:1])
+    run(first, images, labels, batches[:1], lrs[:1], *(d[:1] for d in draws))
     second = cuda(recipe())
     second.load_state(first.state())
-    run(second, images, labels, batches[1:], lrs[1:], flips[1:], crops[1:])
+    run(second, images, labels, batches[1:], lrs[1:], *(d[1:] for d in draws))
     assert np.array_equal(second.state()["params"], whole.state()["params"])
 
 

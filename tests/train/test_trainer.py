@@ -55,14 +55,16 @@ def test_same_seed_same_losses(tmp_path):
     assert step_losses(tmp_path / "a") == step_losses(tmp_path / "b")
 
 
-@pytest.mark.parametrize("stop_at", [7, 10, 17])  # mid-epoch, exactly at an epoch's end, mid-chunk
-def test_resume_ends_with_the_same_weights(tmp_path, stop_at):
-    make(tmp_path / "whole").run()
-    first = make(tmp_path / "split", stop_after_steps=stop_at).run()
+@pytest.mark.parametrize("stop_at,augment", [(7, "none"), (10, "none"), (17, "none"),  # mid-epoch, at an epoch's
+                                             (7, "crop+flip+cutout")])                 # end, mid-chunk
+def test_resume_ends_with_the_same_weights(tmp_path, stop_at, augment):
+    train = dataclasses.replace(TINY_TRAIN, augment=augment)
+    make(tmp_path / "whole", train).run()
+    first = make(tmp_path / "split", train, stop_after_steps=stop_at).run()
     assert first.stopped == "interrupted" and first.position.global_step == stop_at
     _, position, _ = load_checkpoint(tmp_path / "split")
     assert position.global_step == stop_at
-    make(tmp_path / "split", resume=True).run()
+    make(tmp_path / "split", train, resume=True).run()
     whole, split = load_model(tmp_path / "whole")[0], load_model(tmp_path / "split")[0]
     assert np.array_equal(whole, split)
     assert step_losses(tmp_path / "whole") == step_losses(tmp_path / "split")

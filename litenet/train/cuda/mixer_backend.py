@@ -89,7 +89,7 @@ class MixerCudaBackend(DeviceSchedule):
         self._graphs = {}
 
     def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None,
-                    crops: np.ndarray | None = None) -> None:
+                    crops: np.ndarray | None = None, cutouts: np.ndarray | None = None) -> None:
         """Enqueue one step per row of `batches`; returns at once (the GPU runs behind)."""
         if self._steps is None:
             raise LiteNetError("call load_dataset before train_steps")
@@ -101,6 +101,7 @@ class MixerCudaBackend(DeviceSchedule):
             raise LiteNetError("batch indices outside the training set")
         flips = np.zeros(batches.shape, np.uint8) if flips is None else np.asarray(flips).astype(np.uint8)
         crops = np.zeros((*batches.shape, 2), np.int8) if crops is None else np.asarray(crops).astype(np.int8)
+        cutouts = np.zeros((*batches.shape, 2), np.int8) if cutouts is None else np.asarray(cutouts).astype(np.int8)
         done = 0
         while done < n:
             if self._pos == self.capacity:
@@ -110,6 +111,7 @@ class MixerCudaBackend(DeviceSchedule):
             self.dev.upload(self.v["batches"][rows], batches[part].astype(np.int32))
             self.dev.upload(self.v["flips"][rows], flips[part])
             self.dev.upload(self.v["crops"][rows], crops[part])
+            self.dev.upload(self.v["cutouts"][rows], cutouts[part])
             self.dev.upload(self.v["lrs"][rows], lrs[part])
             self.dev.upload(self.v["steps"][rows], np.arange(self.updates + 1, self.updates + count + 1, dtype=np.int32))
             self._run(count)

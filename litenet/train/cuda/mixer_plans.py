@@ -23,6 +23,7 @@ import numpy as np
 from litenet.gpu.launch import THREADS
 from litenet.graph import residuals
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout, param_views
+from litenet.train.augment import CUTOUT_FILL
 from litenet.train.cuda.kernel_args import SplitK, StatsRow, launch
 from litenet.train.cuda.layout import ArenaPlan, StatsLayout
 
@@ -75,6 +76,7 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     a.add("batches", (capacity, s.B), i32, "schedule: image indices of each step")
     a.add("flips", (capacity, s.B), np.uint8, "schedule: mirror flag of each image")
     a.add("crops", (capacity, s.B, 2), np.int8, "schedule: crop offsets (row, column) of each image")
+    a.add("cutouts", (capacity, s.B, 2), np.int8, "schedule: cutout centre (row, column) of each image")
     a.add("lrs", (capacity,), f32, "schedule: learning rate of each step")
     a.add("steps", (capacity,), i32, "schedule: AdamW's 1-based update count of each step")
     a.add("stats", (capacity, W), f32, "one statistics row per step until fetch_stats")
@@ -102,7 +104,8 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     a.add("eval_images", (s.B, 32, 32, 3), np.uint8, "evaluation: one chunk of images")
     a.add("eval_index", (1, s.B), i32, "evaluation: 0 … B−1")
     a.add("eval_flips", (1, s.B), np.uint8, "evaluation: zeros")
-    a.add("eval_crops", (1, s.B, 2), np.int8, "evaluation: zeros")
+    a.add("eval_crops", (1, s.B, 2), np.int8, "evaluation: zeros (as eval_cutouts)")
+    a.add("eval_cutouts", (1, s.B, 2), np.int8, "evaluation: zeros (cut = 0 switches cutout off anyway)")
     a.add("eval_ctr", (2,), i32, "evaluation: zeros")
     return a
 
@@ -161,12 +164,13 @@ class MixerPlans:
 
     # -- the forward -------------------------------------------------------------------------------
 
-    def forward(self, images, batches, flips, crops, ctr, pad: int) -> list:
-        """From the step's images to the logits Z (training and evaluation alike)."""
+    def forward(self, images, batches, draws: dict, ctr, pad: int, cut: int) -> list:
+        """From the step's images to the logits Z (training and evaluation alike). `draws`: the
+        flips, crops and cutouts buffers; pad and cut (crop padding, cutout side) 0 switch those off."""
         s, v, p = self.s, self.v, self.p
-        out = [launch("patches_gather", self._rows(s.R * s.pixels), images=images, batches=batches, flips=flips,
-                      crops=crops, ctr=ctr, out=v["X0"], B=i32(s.B), patch=i32(self.m.patch), pad=i32(pad),
-                      shift=f32(self.m.input_shift), scale=f32(self.m.input_scale)),
+        out = [launch("patches_gather", self._rows(s.R * s.pixels), images=images, batches=batches, **draws,
+                      ctr=ctr, out=v["X0"], B=i32(s.B), patch=i32(self.m.patch), pad=i32(pad), cut=i32(cut),
+                      fill=i32(CUTOUT_FILL), shift=f32(self.m.input_shift), scale=f32(self.m.input_scale)),
                self._product("linear_forward", s.R, s.d, s.pixels, x=v["X0"], W=p["embed.weight"],
                              bias=p["embed.bias"], y=v["H"][0], B=i32(s.R), n_in=i32(s.pixels), n_out=i32(s.d))]
         for b in range(s.L):
@@ -195,15 +199,17 @@ class MixerPlans:
 
     def eval_forward(self) -> list:
         v = self.v
-        return self.forward(v["eval_images"], v["eval_index"], v["eval_flips"], v["eval_crops"], v["eval_ctr"], 0)
+        draws = {"flips": v["eval_flips"], "crops": v["eval_crops"], "cutouts": v["eval_cutouts"]}
+        return self.forward(v["eval_images"], v["eval_index"], draws, v["eval_ctr"], pad=0, cut=0)
 
     # -- a training step -----------------------------------------------------------------------------
 
     def step(self, images, labels) -> list:
         """Forward, loss, backward, gradient norms and the AdamW update of one step."""
         s, v, p, g, t = self.s, self.v, self.p, self.g, self.t
-        out = self.forward(images, v["batches"], v["flips"], v["crops"], v["ctr"], t.crop_padding
-                           if "crop" in t.augmentations else 0)
+        draws = {"flips": v["flips"], "crops": v["crops"], "cutouts": v["cutouts"]}
+        out = self.forward(images, v["batches"], draws, v["ctr"], pad=t.crop_padding if "crop" in t.augmentations else 0,
+                           cut=t.cutout_size if "cutout" in t.augmentations else 0)
         out += [launch("cross_entropy_smoothed", math.ceil(s.B / THREADS), self.row, z=v["Z"], labels=labels,
                        batches=v["batches"], dz=v["DZ"], B=i32(s.B), C=i32(s.C), eps=f32(t.label_smoothing)),
                 self._product("linear_backward_weight", s.d, s.C, s.B, x=v["POOL"], dy=v["DZ"], dW=g["head.weight"],

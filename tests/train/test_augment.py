@@ -1,0 +1,67 @@
+"""Training-time augmentation (litenet.train.augment) and its seeded draws (litenet.train.schedule):
+each map against an independent construction, and the draws reproducible per (seed, epoch)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from litenet.model import TrainConfig
+from litenet.train import augment, schedule
+
+RNG = np.random.default_rng(0)
+IMAGES = RNG.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)
+
+
+def test_crop_and_flip_match_numpys_reflect_padding():
+    index, pad = np.array([3, 0, 5]), 4
+    crops, flips = np.array([[0, 8], [4, 4], [7, 1]]), np.array([True, False, True])
+    got = augment.apply(IMAGES, index, flips, crops, pad)
+    for b, i in enumerate(index):
+        padded = np.pad(IMAGES[i], ((pad, pad), (pad, pad), (0, 0)), mode="reflect")
+        want = padded[crops[b, 0]:crops[b, 0] + 32, crops[b, 1]:crops[b, 1] + 32]
+        np.testing.assert_array_equal(got[b], want[:, ::-1] if flips[b] else want)
+
+
+@pytest.mark.parametrize("centre,size,rows,cols", [((10, 20), 8, (6, 14), (16, 24)),
+                                                   ((0, 31), 8, (0, 4), (27, 32)),   # over two edges
+                                                   ((5, 5), 5, (3, 8), (3, 8))])     # odd side
+def test_cutout_fills_exactly_its_square_after_crop_and_flip(centre, size, rows, cols):
+    index, crops, flips = np.array([2]), np.array([[3, 6]]), np.array([True])
+    before = augment.apply(IMAGES, index, flips, crops, 4)
+    got = augment.apply(IMAGES, index, flips, crops, 4, np.array([centre]), size)[0]
+    square = np.zeros((32, 32), bool)
+    square[rows[0]:rows[1], cols[0]:cols[1]] = True
+    assert np.all(got[square] == augment.CUTOUT_FILL)
+    np.testing.assert_array_equal(got[~square], before[0][~square])
+
+
+def test_draws_follow_the_augment_setting_and_repeat_per_seed_and_epoch():
+    train = TrainConfig(batch_size=8, augment="crop+flip+cutout", crop_padding=2, seed=3)
+    batches = schedule.epoch_batches(64, train, 1)
+    draws = schedule.epoch_augments(batches, train, 1)
+    assert set(draws) == {"flips", "crops", "cutouts"}
+    assert draws["crops"].shape == draws["cutouts"].shape == (*batches.shape, 2)
+    assert draws["crops"].min() >= 0 and draws["crops"].max() <= 4
+    assert draws["cutouts"].min() >= 0 and draws["cutouts"].max() <= 31
+    again = schedule.epoch_augments(batches, train, 1)  # what a resumed run draws
+    for name in draws:
+        np.testing.assert_array_equal(draws[name], again[name])
+    other_epoch = schedule.epoch_augments(batches, train, 2)
+    assert not np.array_equal(draws["cutouts"], other_epoch["cutouts"])
+    # switching cutout on leaves a seed's flips and crops as they were
+    without = schedule.epoch_augments(batches, dataclasses.replace(train, augment="crop+flip"), 1)
+    assert set(without) == {"flips", "crops"}
+    np.testing.assert_array_equal(without["crops"], draws["crops"])
+    np.testing.assert_array_equal(without["flips"], draws["flips"])
+    assert schedule.epoch_augments(batches, dataclasses.replace(train, augment="none"), 1) == {}
+
+
+@pytest.mark.parametrize("augment_setting", ["crop", "flip+cutout"])
+def test_the_mlps_cuda_backend_refuses_what_it_cannot_augment_in_one_line(augment_setting):
+    from litenet.errors import UsageError
+    from litenet.model import ModelConfig
+    from litenet.train.backends import cuda_backend
+
+    with pytest.raises(UsageError, match="the MLP family's CUDA kernels do flips only"):
+        cuda_backend(ModelConfig(), TrainConfig(augment=augment_setting), params=None)
