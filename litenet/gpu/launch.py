@@ -46,3 +46,14 @@ def check_launch(launch: Launch) -> None:
         if not ok:
             raise TypeError(f"{launch.kernel}: argument {p.name} should be a {p.kind} {p.dtype}, got "
                             f"{type(arg).__name__} {getattr(arg, 'dtype', '')}")
+
+
+def named_launch(kernel: str, grid: int, shared: int = 0, **named) -> Launch:
+    """A Launch of `kernel` with its arguments given by parameter name, put in the order its
+    `extern "C"` declaration lists them; a missing or unknown name is a TypeError. (The trainer's
+    kernel_args does the same with its argument groups; the runtime cannot import the trainer.)"""
+    params = [p.name for p in sources.signatures(sources.kernel_file(kernel))[kernel]]
+    missing, unknown = [p for p in params if p not in named], [n for n in named if n not in params]
+    if missing or unknown:
+        raise TypeError(f"{kernel}: missing {missing}, not its parameters {unknown}")
+    return Launch(kernel, grid, tuple(named[p] for p in params), shared)

@@ -19,7 +19,8 @@ from litenet.resources import kernels_dir
 # fused kernels have their own files). A plain list: kernels are never found by globbing.
 KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "grad_average", "sgd",
                 "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8",
-                "token_linear", "patches", "mean_tokens", "adamw")
+                "token_linear", "patches", "mean_tokens", "adamw",
+                "patches_infer", "layernorm_int8", "token_linear_int8", "mean_tokens_int8")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)

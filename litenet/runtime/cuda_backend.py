@@ -1,10 +1,14 @@
-"""`--backend cuda`: LiteNet's own CUDA kernels (kernels/infer_fp32.cu, kernels/infer_int8.cu) through CuPy.
+"""`--backend cuda`: LiteNet's own CUDA kernels through CuPy, for both families.
 
 fp32 runs weights.safetensors + config.json; int8 runs model.int8.plan.safetensors exactly as
 docs/int8-plan.md defines it (dp4a, so any GPU from sm_61 — a GTX 1060 — on). The weights go to
 the GPU once; each batch size gets its buffers once and, from its second use on, one CUDA graph
-that is replayed. A batch of up to FUSED_MAX_BATCH images runs as one launch (the whole forward,
-phases separated by grid barriers), a larger one as a tiled launch per layer.
+that is replayed.
+
+MLP family (kernels/infer_fp32.cu, kernels/infer_int8.cu; cuda_net, cuda_plan): a batch of up to
+FUSED_MAX_BATCH images runs as one launch (the whole forward, phases separated by grid barriers), a
+larger one as a tiled launch per layer. Mixer family (cuda_mixer_net, cuda_mixer): a launch per op
+of the op list, each product with its GELU or residual join fused in (mode "layers").
 """
 
 from __future__ import annotations
@@ -15,6 +19,13 @@ import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.runtime.backends import Backend
+from litenet.runtime.cuda_mixer import MODE as MIXER_MODE
+from litenet.runtime.cuda_mixer import plan_mixer_batch
+from litenet.runtime.cuda_mixer_net import (
+    MixerDeviceNet,
+    load_mixer_fp32,
+    load_mixer_int8,
+)
 from litenet.runtime.cuda_net import load_fp32, load_int8, pack_fp32, pack_int8
 from litenet.runtime.cuda_plan import MODES, BatchRun, DeviceNet, plan_batch
 from litenet.runtime.model_files import ModelFiles
@@ -26,6 +37,7 @@ FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
 MIN_CAPABILITY = (6, 1)  # __dp4a
+FAMILIES = ("mlp", "mixer")
 
 
 class CudaInference(Backend):
@@ -39,8 +51,8 @@ class CudaInference(Backend):
             return f"{model.describe()} has no weights.safetensors with its config.json (the CUDA fp32 input)"
         if precision == "int8" and model.plan is None:
             return f"{model.describe()} has no model.int8.plan.safetensors (run litenet export --int8)"
-        if model.family() != "mlp":
-            return f"its kernels run the MLP family; this model is a {model.family()}"
+        if model.family() not in FAMILIES:
+            return f"its kernels run the {' and '.join(FAMILIES)} families; this model is a {model.family()}"
         try:
             import safetensors  # noqa: F401
         except ImportError:
@@ -63,10 +75,15 @@ class CudaInference(Backend):
                  fused_max_batch: int | None = None, fused_grid: int | None = None, chunk: int = CHUNK,
                  **_options):
         """Load and pack the model, put it on the GPU. `device`: a litenet.gpu.device.CupyDevice (or
-        the tests' emulator); `mode`: auto | fused | phases | tiles; `fused_grid`: blocks of the
-        one-launch kernel (default: one per SM, all resident — the grid barrier needs that)."""
+        the tests' emulator); `mode`: auto | fused | phases | tiles (MLP), auto | layers (Mixer);
+        `fused_grid`: blocks of the one-launch kernel (default: one per SM, all resident — the grid
+        barrier needs that)."""
         if precision not in ("fp32", "int8"):
             raise LiteNetError(f"precision must be fp32 or int8, got {precision!r}")
+        self.family = model.family()
+        if self.family == "mixer":
+            self._init_mixer(model, precision, device, mode, graphs, chunk)
+            return
         if mode != "auto" and mode not in MODES:
             raise ValueError(f"mode must be auto or one of {MODES}")
         if precision == "fp32":
@@ -90,8 +107,25 @@ class CudaInference(Backend):
         self.net = DeviceNet(device, packed)
         self._runs: OrderedDict[int, BatchRun] = OrderedDict()
 
+    def _init_mixer(self, model: ModelFiles, precision: str, device, mode: str, graphs: bool, chunk: int) -> None:
+        if mode not in ("auto", MIXER_MODE):
+            raise ValueError(f"a Mixer runs in mode auto or {MIXER_MODE}, not {mode!r}")
+        packed = load_mixer_fp32(model) if precision == "fp32" else load_mixer_int8(model)
+        self.path = model.weights if precision == "fp32" else model.plan
+        self.classes = model.classes or packed.classes
+        if len(self.classes) != packed.model.classes:
+            raise LiteNetError(f"{self.path} has {packed.model.classes} classes but the model's config names "
+                               f"{len(self.classes)}; the model files come from different models")
+        if device is None:
+            from litenet.gpu.device import CupyDevice
+            device = CupyDevice()
+        self.dev, self.precision, self.mode, self.graphs = device, precision, MIXER_MODE, graphs
+        self.chunk = max(1, chunk)
+        self.net = MixerDeviceNet(device, packed)
+        self._runs = OrderedDict()
+
     def mode_for(self, batch: int) -> str:
-        if self.mode != "auto":
+        if self.family == "mixer" or self.mode != "auto":
             return self.mode
         return "fused" if batch <= self.fused_max_batch and self.net.fused_fits() else "tiles"
 
@@ -99,7 +133,10 @@ class CudaInference(Backend):
         """The buffers and launches for `batch` images (made once per size, then reused)."""
         run = self._runs.get(batch)
         if run is None:
-            run = plan_batch(self.net, batch, self.mode_for(batch), self.fused_grid)
+            if self.family == "mixer":
+                run = plan_mixer_batch(self.net, batch)
+            else:
+                run = plan_batch(self.net, batch, self.mode_for(batch), self.fused_grid)
             self._runs[batch] = run
             while len(self._runs) > KEPT_SIZES:
                 self._runs.popitem(last=False)
@@ -132,5 +169,8 @@ class CudaInference(Backend):
         return out
 
     def describe(self) -> str:
+        if self.family == "mixer":
+            return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
+                    f"{self.net.describe()}, a launch per op; {self.path}")
         return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
                 f"one launch up to batch {self.fused_max_batch}, tiles above; {self.path}")

@@ -73,10 +73,14 @@ class Plan:
 
         linear: over the last axis; token_linear: over the first (the patches), per output patch j.
         """
-        t = self.tensors
+        return self.integer_product(op, quantize(x, self.tensors[f"{op.name}.input_scale"].reshape(())))
+
+    def integer_product(self, op: Op, x_q: np.ndarray) -> np.ndarray:
+        """The product step from its already quantized input x_q (int8, the layout of `product`'s x):
+        int8 × int8 → int32, dequantize, add the float bias."""
+        t, x = self.tensors, x_q
         s_x = t[f"{op.name}.input_scale"].reshape(())
         w_q, s_w = t[f"{op.name}.weight"], t[f"{op.name}.weight_scale"]  # (out, in) int8, (out,)
-        x_q = quantize(x, s_x)
         bias = t.get(f"{op.name}.bias")
         if op.kind == "linear":
             acc = int_matmul(x_q.reshape(-1, x.shape[-1]), w_q)
