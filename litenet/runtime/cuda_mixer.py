@@ -40,8 +40,19 @@ TOKEN_OUTS = 16    # token_linear_int8.cu: output patches per block (TL_OUTS)
 MODE = "layers"    # the Mixer's one way of running a batch: a launch per op (with its epilogue)
 
 
+SLAB = TILE * TILE + TILE  # floats of one split's partial tile in split-K scratch (LN_SLAB_OF(4), gemm.cuh)
+
+
 def _tiles(m: int, n: int) -> int:
     return math.ceil(m / TILE) * math.ceil(n / TILE)
+
+
+def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
+    """fp32: how many ways a product's sum over k is cut (split-K, splitk.cuh): at batch 1 a channel
+    product has 2 tiles and a 512-long sum, and its two blocks would be the whole forward's critical
+    path; cut into enough blocks for two waves of the GPU, each at least 4 k steps of 16 (as the
+    trainer's geometry does). Large batches have tiles enough and get no split."""
+    return int(max(1, min(math.ceil(2 * sm_count / _tiles(m, n)), k // 64)))
 
 
 class _Walk:
@@ -100,7 +111,18 @@ class _Walk:
                 "POOL": ((B, d), np.float32),
                 "QX": words(R, pad64(pixels)), "QC": words(R, pad64(d)), "QA2": words(R, pad64(ch)),
                 "QPOOL": words(B, pad64(d)),
-                "QT": ((pad16(self.T) // 4, N), np.int32), "QA1": ((pad16(th) // 4, N), np.int32)}
+                "QT": ((pad16(self.T) // 4, N), np.int32), "QA1": ((pad16(th) // 4, N), np.int32),
+                "SCRATCH": ((max([1] + [_tiles(m_, n_) * sp * SLAB for m_, n_, _k, sp in self.splits()]),), np.float32),
+                "COUNTERS": ((max(_tiles(m_, n_) for m_, n_, _k, _sp in self.splits()),), np.uint32)}
+
+    def sizes(self, op: graph.Op) -> tuple[int, int, int]:
+        """(M, N, K) of a product's output rows × columns and its sum."""
+        k, n = op.params[0].shape
+        return (n, self.N, k) if op.kind == "token_linear" else (self.rows_of(op), n, k)
+
+    def splits(self) -> list[tuple[int, int, int, int]]:
+        """(M, N, K, splits) of every fp32 product."""
+        return [(*self.sizes(op), splits_for(*self.sizes(op), self.dn.dev.sm_count)) for op in graph.products(self.m)]
 
     def out_of(self, op: graph.Op) -> graph.Op:
         """The op whose output a launch for `op` writes: a product's GELU or residual join, when fused."""
@@ -153,22 +175,25 @@ class _Walk:
         bias = self.dn.vector(op, "bias")
         dn, fz = self.dn, self.dn.dummy_f
         if not self.int8:
-            common = {"x": x, "W": dn.weight(op), "bias": bias}
+            M, cols, _ = self.sizes(op)
+            splits = splits_for(M, cols, k, dn.dev.sm_count)
+            grid = _tiles(M, cols) * splits
+            common = {"x": x, "W": dn.weight(op), "bias": bias, "splits": i32(splits),
+                      "scratch": self.buffer("SCRATCH"), "counters": self.buffer("COUNTERS")}
             if op.kind == "token_linear":  # (k, N) → (n, N): the sum over the patches
-                size = {"T": i32(k), "T_out": i32(n), "N": i32(self.N), "splits": i32(1), "scratch": fz, "counters": dn.dummy_u}
+                size = {"T": i32(k), "T_out": i32(n), "N": i32(self.N)}
                 if gelu:
-                    return named_launch("token_linear_gelu_forward", _tiles(n, self.N), u=out, a=out, **common, **size)
+                    return named_launch("token_linear_gelu_forward", grid, u=out, a=out, **common, **size)
                 assert residual, f"{op.name}: a product across the patches is followed by a GELU or a residual"
-                return named_launch("token_linear_residual_forward", _tiles(n, self.N), r=out, y=out, **common, **size)
-            M = self.rows_of(op)
-            size = {"B": i32(M), "n_in": i32(k), "n_out": i32(n), "splits": i32(1), "scratch": fz, "counters": dn.dummy_u}
+                return named_launch("token_linear_residual_forward", grid, r=out, y=out, **common, **size)
+            size = {"B": i32(M), "n_in": i32(k), "n_out": i32(n)}
             # NOTE: linear_gelu_forward writes u and then GELU(u) (training keeps both); inference needs
             # only GELU(u), so both go to one buffer: the same thread stores u, then a, at each element.
             if gelu:
-                return named_launch("linear_gelu_forward", _tiles(M, n), u=out, a=out, **common, **size)
+                return named_launch("linear_gelu_forward", grid, u=out, a=out, **common, **size)
             if residual:
-                return named_launch("linear_residual_forward", _tiles(M, n), r=out, y=out, **common, **size)
-            return named_launch("linear_forward", _tiles(M, n), y=out, **common, **size)
+                return named_launch("linear_residual_forward", grid, r=out, y=out, **common, **size)
+            return named_launch("linear_forward", grid, y=out, **common, **size)
         quantized = {"q": out, "use_q": i32(1), "q_scale": self.next_scale(last)} if gelu else \
             {"q": dn.dummy_i, "use_q": i32(0), "q_scale": f32(1)}
         joined = {"res": out, "use_res": i32(1)} if residual else {"res": fz, "use_res": i32(0)}

@@ -31,7 +31,7 @@ SHAPES = {
     "p4-d8-t70": MixerConfig(patch=4, width=8, token_hidden=70, channel_hidden=12, blocks=1, input_shift=0.0),
     "p8-d13-t5": MixerConfig(patch=8, width=13, token_hidden=5, channel_hidden=33, blocks=2, input_shift=0.3,
                              input_scale=2.0),
-    "p16-d20-t3": MixerConfig(patch=16, width=20, token_hidden=3, channel_hidden=9, blocks=1, input_scale=4.0),
+    "p16-d20-t3": MixerConfig(patch=16, width=20, token_hidden=3, channel_hidden=130, blocks=1, input_scale=4.0),
 }
 
 
@@ -169,8 +169,19 @@ def test_int8_launches_follow_the_plan(mixers, images, emu_device, shape):
     check_mixer_int8_layers(_backend(mixers, shape, "int8", emu_device), mixers[shape], images[:3])
 
 
+def test_fp32_split_sums_match(mixers, images):
+    """With many SMs a small batch's long sums are cut over several blocks (split-K): same answers."""
+    from emu_infer import EmuInferDevice
+
+    be = _backend(mixers, "p16-d20-t3", "fp32", EmuInferDevice(sm_count=40))
+    assert max(int(launch.args[-3]) for launch in be.prepare(5).launches if launch.kernel.startswith("linear")) > 1
+    check_mixer_fp32(be, mixers["p16-d20-t3"], images[:5])
+
+
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_an_image_gets_the_same_logits_in_any_batch(mixers, images, emu_device, precision):
+    """On the emulator's 3 SMs no sum is split, so each image's sums run in one order whatever the batch
+    (int8 everywhere: its sums are exact; fp32 on a GPU may split a small batch's sums: split_sums)."""
     be = _backend(mixers, "p8-d13-t5", precision, emu_device)
     together = be.predict(images[:6])
     alone = np.concatenate([be.predict(images[i:i + 1]) for i in (0, 5)])

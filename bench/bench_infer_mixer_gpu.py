@@ -1,0 +1,178 @@
+"""LiteNet's CUDA inference of a Mixer, fp32 and int8, against the same model in PyTorch eager on the same GPU.
+
+    python bench/bench_infer_mixer_gpu.py --out bench/results/infer-mixer-gpu.md
+    python bench/bench_infer_mixer_gpu.py --models models/litenet-mixer-cpu --out ...
+
+Without --models it builds litenet-mixer (the preset's size) with seeded initial weights and an int8
+plan calibrated on synthetic images, in a temporary folder: the timings do not depend on the weights'
+values, and no data set or ONNX export is needed. With --models each folder needs weights.safetensors,
+config.json and model.int8.plan.safetensors (litenet export --int8).
+
+Contenders, all in one run: LiteNet fp32, LiteNet int8 (the plan, dp4a), PyTorch eager fp32
+(bench/torch_mixer.TorchMixer with the same weights, TF32 off, inference mode; uint8 in, as LiteNet).
+- batch-1 device latency: CUDA events around ONE forward with the input on the GPU, median of
+  --repeats; LiteNet replays its CUDA graph, PyTorch launches eagerly.
+- batch-1 predict(): host wall time from uint8 image in host memory to logits in host memory.
+- batch-4096 throughput: events around --steps back-to-back forwards on the GPU; median of a few.
+- a short batch-size scan of LiteNet fp32 and int8.
+Targets: LiteNet batch-1 latency ≤ 0.2× PyTorch eager's; int8 throughput ≥ 1.5× LiteNet fp32's.
+Prints a Markdown table; --out writes it, and the raw numbers as .json beside it. About 1–2 minutes on
+an H200 (most of it NVRTC compiling the kernels on first use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_infer_gpu import LiteNet, event_ms, graph_floor_us, median, wall_us
+
+from litenet.weights import load_model
+
+SCAN = (1, 16, 256, 1024, 4096)
+
+
+def synthetic_images(count: int, seed: int) -> np.ndarray:
+    """Smooth random uint8 images with noise (CIFAR-like spread of pixel values), for calibration and timing."""
+    rng = np.random.default_rng(seed)
+    coarse = rng.integers(0, 256, size=(count, 4, 4, 3)).astype(np.float32).repeat(8, axis=1).repeat(8, axis=2)
+    return np.clip(coarse + rng.normal(0, 20, coarse.shape), 0, 255).astype(np.uint8)
+
+
+def build_model(folder: Path, preset: str) -> Path:
+    """A model folder with seeded initial weights and an int8 plan (nearest rounding, percentile
+    calibration on 128 synthetic images): what the exporter writes, without its slower refinements."""
+    from litenet.export import int8_plan, refine
+    from litenet.export import scales as sc
+    from litenet.model import TrainConfig, init_params, load_preset
+    from litenet.runtime.int8_plan import PLAN_FILE, WEIGHT_MAX
+    from litenet.weights import save_model
+
+    model = load_preset(preset).model
+    params = init_params(model, seed=0)
+    save_model(folder, params, model, TrainConfig(epochs=1), preset)
+    calib = synthetic_images(128, seed=1)
+    scales = sc.calibrate(params, model, calib, "percentile")
+    weights = refine.int8_weights(params, model, scales, calib, WEIGHT_MAX, rounding="nearest", bias_correction=False)
+    classes = [f"class {i}" for i in range(model.classes)]
+    int8_plan.write_plan(folder / PLAN_FILE, int8_plan.plan_tensors(params, model, scales, weights),
+                         int8_plan.plan_metadata(model, scales, preset, classes, weights))
+    return folder
+
+
+class Torch:
+    """PyTorch eager fp32 on the same weights (bench/torch_mixer.TorchMixer), inference mode, TF32 off."""
+
+    def __init__(self, folder):
+        import torch
+        from torch_mixer import TorchMixer
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        params, model, _, _ = load_model(folder)
+        net = TorchMixer(model)
+        net.load_litenet(params)
+        self.torch, self.net = torch, net.cuda().eval()
+
+    def forward(self, x_u8):
+        return self.net(x_u8.float() / 255.0)
+
+    def device_ms(self, images, count=1, repeats=50) -> float:
+        with self.torch.inference_mode():
+            x = self.torch.from_numpy(images).cuda()
+            for _ in range(3):
+                self.forward(x)
+            return median(lambda: event_ms("torch", None, lambda: self.forward(x), count), repeats)
+
+    def predict(self, images):
+        with self.torch.inference_mode():
+            return self.forward(self.torch.from_numpy(images).cuda()).cpu().numpy()
+
+
+def bench_model(folder: Path, args) -> dict:
+    one, big = synthetic_images(1, seed=2), synthetic_images(args.batch, seed=3)
+    contenders = {"LiteNet fp32": LiteNet(folder, "fp32"), "LiteNet int8": LiteNet(folder, "int8"),
+                  "PyTorch eager fp32": Torch(folder)}
+    rows = {}
+    for name, c in contenders.items():
+        rows[name] = {"latency_us": 1e3 * c.device_ms(one, repeats=args.repeats),
+                      "predict_us": wall_us(c, one, min(args.repeats, 100)),
+                      "batch_ms": c.device_ms(big, count=args.steps, repeats=args.throughput_repeats)}
+        rows[name]["images_per_s"] = args.batch / rows[name]["batch_ms"] * 1e3
+        print(f"  {folder.name} {name}: {rows[name]}", flush=True)
+    ref = contenders["PyTorch eager fp32"].predict(big[:512])
+    for name in ("LiteNet fp32", "LiteNet int8"):
+        z = contenders[name].predict(big[:512])
+        rows[name]["max_abs_vs_torch"] = float(np.abs(z - ref).max())
+        rows[name]["argmax_vs_torch"] = float((z.argmax(1) == ref.argmax(1)).mean())
+    scan = {p: {b: 1e3 * contenders[f"LiteNet {p}"].device_ms(big[:b], count=10, repeats=5) for b in SCAN}
+            for p in ("fp32", "int8")}
+    return {"rows": rows, "scan": scan, "launches": len(contenders["LiteNet fp32"].be.prepare(1).launches)}
+
+
+def table(results: dict, floor_us: float, device: str) -> str:
+    lines = [f"Device: {device}. One-kernel graph replay (floor of a batch-1 forward): {floor_us:.2f} µs.", "",
+             ("| model | contender | batch-1 device latency µs | batch-1 predict() µs | batch-4096 ms | images/s "
+             "| latency vs PyTorch |"), "|---|---|---|---|---|---|---|"]
+    for model, res in results.items():
+        torch_row = res["rows"]["PyTorch eager fp32"]
+        for name, r in res["rows"].items():
+            lines.append(f"| {model} | {name} | {r['latency_us']:.1f} | {r['predict_us']:.1f} | {r['batch_ms']:.3f} | "
+                         f"{r['images_per_s']:,.0f} | {r['latency_us'] / torch_row['latency_us']:.3f}× |")
+    lines += ["", "Targets: LiteNet batch-1 latency ≤ 0.2× PyTorch eager's; int8 throughput ≥ 1.5× LiteNet fp32's.", ""]
+    for model, res in results.items():
+        r, t = res["rows"], res["rows"]["PyTorch eager fp32"]
+        lines.append(f"- {model} ({res['launches']} launches a forward): batch-1 latency fp32 "
+                     f"{r['LiteNet fp32']['latency_us'] / t['latency_us']:.3f}×, int8 "
+                     f"{r['LiteNet int8']['latency_us'] / t['latency_us']:.3f}× PyTorch eager; int8 / fp32 throughput "
+                     f"{r['LiteNet int8']['images_per_s'] / r['LiteNet fp32']['images_per_s']:.2f}×; "
+                     f"max |Δlogit| fp32 vs PyTorch {r['LiteNet fp32']['max_abs_vs_torch']:.2e}, int8 argmax "
+                     f"agreement with PyTorch fp32 {100 * r['LiteNet int8']['argmax_vs_torch']:.1f} %")
+    lines += ["", "Batch-size scan, LiteNet device µs per forward (10 back-to-back, median of 5):", "",
+              "| model | precision | " + " | ".join(str(b) for b in SCAN) + " |", "|---|---|" + "---|" * len(SCAN)]
+    for model, res in results.items():
+        for precision, times in res["scan"].items():
+            lines.append(f"| {model} | {precision} | " + " | ".join(f"{times[b]:.1f}" for b in SCAN) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=[], help="Mixer folders (weights, config, int8 plan); "
+                        "default: litenet-mixer with seeded weights, built here")
+    parser.add_argument("--preset", default="litenet-mixer", help="the preset built when no --models are given")
+    parser.add_argument("--batch", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=10, help="forwards per throughput timing")
+    parser.add_argument("--repeats", type=int, default=200, help="batch-1 timings (median)")
+    parser.add_argument("--throughput-repeats", type=int, default=5)
+    parser.add_argument("--out", help="write the table (Markdown) here and the numbers as .json beside it")
+    args = parser.parse_args(argv)
+
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    floor = graph_floor_us(args.repeats)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = [Path(f) for f in args.models] or [build_model(Path(tmp), args.preset)]
+        for folder in folders:
+            preset = json.loads((folder / "config.json").read_text()).get("preset", folder.name)
+            results[preset] = bench_model(folder, args)
+    text = table(results, floor, device)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+        Path(args.out).with_suffix(".json").write_text(json.dumps(
+            {"device": device, "graph_floor_us": floor, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
