@@ -175,3 +175,7 @@ test-infer-gpu: $(GPU_VENV_DEPS)  ## run the CUDA inference GPU tests (pytest -m
 .PHONY: bench-infer
 bench-infer: $(GPU_VENV_DEPS)  ## time LiteNet CUDA inference fp32/int8 vs PyTorch eager (batch-1 latency, batch-4096 throughput; needs torch) into bench/results/
 	$(PY) bench/bench_infer_gpu.py --models $(INFER_MODELS) --out bench/results/infer-gpu-$$(date -u +%F).md
+
+.PHONY: bench-infer-mixer
+bench-infer-mixer: $(GPU_VENV_DEPS)  ## (~2 min, needs torch) the Mixer's CUDA inference: int8 vs fp32 batch-4096 throughput, batch-1 latency vs PyTorch eager, into bench/results/
+	$(PY) bench/bench_infer_mixer_gpu.py --out bench/results/infer-mixer-gpu-$$(date -u +%F).md

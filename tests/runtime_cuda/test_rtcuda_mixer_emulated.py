@@ -169,6 +169,20 @@ def test_int8_launches_follow_the_plan(mixers, images, emu_device, shape):
     check_mixer_int8_layers(_backend(mixers, shape, "int8", emu_device), mixers[shape], images[:3])
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_litenet_mixer_size(tmp_path_factory, images, emu_device, precision):
+    """The preset's own shape (T = 64 patches, d 128, MLPs 64 / 512, 8 blocks): 2 images."""
+    from mixer_checks import plan_only_mixer
+
+    from litenet.model import load_preset
+
+    folder = plan_only_mixer(tmp_path_factory.mktemp("rtcuda-litenet-mixer"), load_preset("litenet-mixer").model)
+    be = CudaInference(ModelFiles.locate(folder), precision, device=emu_device)
+    assert len(be.prepare(2).launches) == 53
+    check = check_mixer_fp32 if precision == "fp32" else check_mixer_int8
+    print(check(be, folder, images[:2]))  # int8: some of 425 k quantized values an image flip at a .5 step
+
+
 def test_fp32_split_sums_match(mixers, images):
     """With many SMs a small batch's long sums are cut over several blocks (split-K): same answers."""
     from emu_infer import EmuInferDevice
