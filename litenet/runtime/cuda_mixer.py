@@ -112,7 +112,8 @@ class _Walk:
                 "QX": words(R, pad64(pixels)), "QC": words(R, pad64(d)), "QA2": words(R, pad64(ch)),
                 "QPOOL": words(B, pad64(d)),
                 "QT": ((pad16(self.T) // 4, N), np.int32), "QA1": ((pad16(th) // 4, N), np.int32),
-                "SCRATCH": ((max([1] + [_tiles(m_, n_) * sp * SLAB for m_, n_, _k, sp in self.splits()]),), np.float32),
+                "SCRATCH": ((max([1] + [_tiles(m_, n_) * sp * SLAB for m_, n_, _k, sp in self.splits() if sp > 1]),),
+                            np.float32),
                 "COUNTERS": ((max(_tiles(m_, n_) for m_, n_, _k, _sp in self.splits()),), np.uint32)}
 
     def sizes(self, op: graph.Op) -> tuple[int, int, int]:

@@ -202,9 +202,11 @@ def plan_only_mixer(folder, model, seed: int = 0):
     return folder
 
 
-def export_mixer(folder, model, calib: int = 256, seed: int = 0):
+def export_mixer(folder, model, calib: int = 256, seed: int = 0, quick: bool = False):
     """A Mixer folder as litenet train + litenet export --int8 write it (tiny_params' weights, synthetic
-    calibration images): weights, config, ONNX fp32 and QDQ int8, and the int8 plan."""
+    calibration images): weights, config, ONNX fp32 and QDQ int8, and the int8 plan. `quick`: weights
+    rounded to nearest and no bias correction (GPTQ and the correction take minutes at litenet-mixer's size;
+    the plan's format and arithmetic are the same)."""
     import export_fixtures as fx
     import pytest
 
@@ -214,5 +216,7 @@ def export_mixer(folder, model, calib: int = 256, seed: int = 0):
     ds = fx.fake_dataset()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("litenet.data.open_cifar10", lambda **kwargs: ds)
-        export_model(folder, options=ExportOptions(int8=True, calib=calib, engine=False), log=lambda line: None)
+        options = ExportOptions(int8=True, calib=calib, engine=False, rounding="nearest" if quick else "gptq",
+                                bias_correction=not quick)
+        export_model(folder, options=options, log=lambda line: None)
     return folder

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.gpu
 
 CASES = [("fused", 1), ("fused", 7), ("fused", 33), ("phases", 9), ("tiles", 67), ("tiles", 1000)]
 REAL = Path(os.environ.get("LITENET_RTCUDA_MODELS", "/nonexistent"))
-REAL_MODELS = sorted(p.name for p in REAL.iterdir() if (p / "config.json").is_file()) if REAL.is_dir() else []
+REAL_MODELS = sorted(p.name for p in REAL.iterdir() if (p / "config.json").is_file()
+                     and ModelFiles.locate(p).family() == "mlp") if REAL.is_dir() else []  # Mixers: test_rtcuda_mixer_gpu.py
 
 
 @pytest.fixture(scope="session")
