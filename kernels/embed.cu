@@ -12,6 +12,10 @@
 // (common.cuh PixelQuads). The batch is (schedule row, device step counter): index = batches +
 // ctr[0]·B, flips likewise (flips may be null), so one captured graph serves every step.
 //
+// The tile products embed_forward and embed_backward also come in `_tf32` and `_bf16` versions (64-row
+// tiles; mma.cuh: operands rounded to TF32 / BF16 on the tensor cores, fp32 accumulation, fp32 in
+// memory), chosen by the step's precision (geometry.Gemm.kernel); embed_forward_rows is fp32 only.
+//
 // Two versions of the forward, chosen in litenet/train/cuda/geometry.py (embed_variant):
 //   "tiles" embed_inputs then embed_forward — output tiles over S (gemm.cuh); large batches.
 //   "rows"  embed_forward_rows alone — per block `rows` images: their s rows go to shared memory
@@ -52,21 +56,21 @@ extern "C" __global__ void embed_inputs(const unsigned char* images, const int* 
         for (int p = 4 * threadIdx.x; p < 1024; p += 4 * blockDim.x) px.quad_to(b, p, S + (size_t)b * px.inputs());
 }
 
-template <int TM>
+template <int TM, class P = PrecFp32>
 __device__ void embed_forward_body(const float* S, const float* W, float* out, int B, int Kin, int d, int splits,
                                    float* scratch, unsigned int* counters) {
     __shared__ GemmSmem<TM> smem;
     const TileCoords<TM> tc(splits, d);
     float acc[TM][4], unused;
-    if (!gemm_splitk<TM>(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, tc.m0, tc.n0, tc.split, splits,
-                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
-                         smem))
+    if (!gemm_splitk<TM, 1, P>(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, tc.m0, tc.n0, tc.split, splits,
+                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false,
+                               unused, smem))
         return;
     for (int i = 0; i < TM; ++i)
         if (tc.m(i) < B) store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
 }
 
-template <int TM>
+template <int TM, class P = PrecFp32>
 __device__ void embed_backward_body(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits,
                                     float* scratch, unsigned int* counters) {
     __shared__ GemmSmem<TM> smem;
@@ -75,9 +79,9 @@ __device__ void embed_backward_body(const float* S, const float* dH, float* dW, 
     // A(i, b) = S[b, i]: S read as a transposed view (contiguous along i). Fetched one k step
     // ahead: two (as linear_backward_weight) would cost the registers that keep litenet-base's
     // 384-block ∂We at batch 4096 in one wave.
-    if (!gemm_splitk<TM>(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, tc.m0, tc.n0, tc.split, splits,
-                         scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false, unused,
-                         smem))
+    if (!gemm_splitk<TM, 1, P>(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, tc.m0, tc.n0, tc.split, splits,
+                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false,
+                               unused, smem))
         return;
     for (int i = 0; i < TM; ++i)
         if (tc.m(i) < Kin) store_row4(dW, d, tc.m(i), tc.n(0), d, acc[i]);
@@ -101,6 +105,27 @@ extern "C" __global__ void embed_backward(const float* S, const float* dH, float
 extern "C" __global__ void embed_backward_tall(const float* S, const float* dH, float* dW, int B, int Kin, int d,
                                                int splits, float* scratch, unsigned int* counters) {
     embed_backward_body<8>(S, dH, dW, B, Kin, d, splits, scratch, counters);
+}
+
+// On the tensor cores (sm_80+; 64-row tiles only, as every _tf32 / _bf16 product).
+extern "C" __global__ void embed_forward_tf32(const float* S, const float* W, float* out, int B, int Kin, int d,
+                                              int splits, float* scratch, unsigned int* counters) {
+    embed_forward_body<4, PrecTf32>(S, W, out, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void embed_forward_bf16(const float* S, const float* W, float* out, int B, int Kin, int d,
+                                              int splits, float* scratch, unsigned int* counters) {
+    embed_forward_body<4, PrecBf16>(S, W, out, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void embed_backward_tf32(const float* S, const float* dH, float* dW, int B, int Kin, int d,
+                                               int splits, float* scratch, unsigned int* counters) {
+    embed_backward_body<4, PrecTf32>(S, dH, dW, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void embed_backward_bf16(const float* S, const float* dH, float* dW, int B, int Kin, int d,
+                                               int splits, float* scratch, unsigned int* counters) {
+    embed_backward_body<4, PrecBf16>(S, dH, dW, B, Kin, d, splits, scratch, counters);
 }
 
 extern "C" __global__ void embed_forward_rows(const unsigned char* images, const int* batches,

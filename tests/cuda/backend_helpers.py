@@ -7,7 +7,7 @@ import numpy as np
 
 from litenet.model import init_params, param_views
 from litenet.train.cuda.backend import CudaBackend
-from litenet.train.cuda.check import compare
+from litenet.train.cuda.check import FLOAT32, compare
 from litenet.train.numpy_backend import NumpyBackend
 from tests.golden.record import learnable_images
 
@@ -38,9 +38,10 @@ def backend_pair(model, train, plan, device, dtype=np.float32, n=40, **options):
     return cuda, ref
 
 
-def compare_one_step(cuda, ref, model, batch, n=40):
+def compare_one_step(cuda, ref, model, batch, n=40, tol=FLOAT32):
     """One step on both backends; the gradient (the velocity after a first step, g + wd·w) and the
-    statistics must agree within float32 tolerances for the chain of sums behind them."""
+    statistics must agree within `tol` (float32's, or a tensor-core precision's: check.TOLERANCES)
+    for the chain of sums behind them."""
     args = schedule(1, n, batch)
     cuda.train_steps(*args)
     ref.train_steps(*args)
@@ -48,9 +49,9 @@ def compare_one_step(cuda, ref, model, batch, n=40):
     chain = 3 * model.embed_inputs + 4 * model.blocks * (model.width + model.hidden) + 3 * batch
     worst = {}
     for name, g in param_views(got["velocity"], model).items():
-        worst[name] = compare("step", f"gradient of {name}", g, param_views(want["velocity"], model)[name], chain)
+        worst[name] = compare("step", f"gradient of {name}", g, param_views(want["velocity"], model)[name], chain, tol)
     a, b = cuda.fetch_stats(), ref.fetch_stats()
     for key in ("loss", "grad_norm", "grad_sq", "path"):
-        worst[key] = compare("step", key, a[key], b[key], chain)
+        worst[key] = compare("step", key, a[key], b[key], chain, tol)
     assert (a["clipped"] == b["clipped"]).all()
     return worst

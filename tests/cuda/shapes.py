@@ -79,3 +79,12 @@ KERNEL_SHAPES = [
 
 def ids(cases):
     return [f"{name}-" + "-".join(f"{k}{v}" for k, v in shape.items()) for name, shape in cases]
+
+# The embedding's tile products again on the (emulated) tensor cores, each within its precision's
+# tolerance (the layers' `_tf32` / `_bf16` products are in mixer_cases.py, which the Mixer added).
+KERNEL_SHAPES += [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for name, shape in [
+    ("embed_forward", dict(B=5, d=20)),
+    ("embed_forward", dict(B=66, d=20, shift=0.5, splits=4)),
+    ("embed_backward", dict(B=37, d=20, splits=2)),
+    ("embed_backward", dict(B=9, d=66, embed="full", shift=0.25)),
+]]  # (small: the emulator's mma is slow; test_cuda_gpu.py runs them at litenet-base's sizes)

@@ -7,6 +7,12 @@ the device through a device-side step counter, so the list is captured once as a
 replayed for every step with no host synchronisation. Statistics accumulate on the device, one
 row per step, and are copied back only by fetch_stats.
 
+`precision` (default: the TrainConfig's, itself "fp32"): "fp32" runs every kernel in fp32 on any GPU
+from sm_61; "tf32" or "bf16" (sm_80+) runs the step's tile products — the embedding's, fc1's,
+fc2's and the head's, forward and both gradients — on the tensor cores (mma.cuh: operands rounded
+to TF32 / BF16, fp32 accumulation, fp32 weights and activations in memory), in 64-row tiles. The
+fused plan's row kernels and the other kernels stay fp32 (geometry.Geometry says why).
+
 With a communicator (`comm`, docs/parallel.md) the backend is one rank of a data-parallel run: it
 trains on its columns of each step's batch, and the communicator sums the flat gradient buffer
 over the ranks between the gradient kernels and the update, on the same stream. A step is then
@@ -19,12 +25,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
 from litenet.model import ModelConfig, TrainConfig, param_count
 from litenet.gpu.launch import check_launch
 from litenet.train.cuda.check import KernelMismatch, run_checked
 from litenet.train.cuda.geometry import Geometry, choose_plan
 from litenet.train.cuda.layout import StatsLayout, param_offsets
+from litenet.train.cuda.mixer_backend import has_tensor_cores
+from litenet.train.cuda.mixer_plans import PRECISIONS
 from litenet.train.cuda.plans import AllReduce, Plans, arena_plan
 from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images
 from litenet.train.parallel.comm import local_columns, reduces
@@ -43,7 +51,11 @@ class CudaBackend(DeviceSchedule):
 
     def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, check_kernels: int = 0,
                  plan: str = "auto", graph: bool = True, steps_per_graph: int = 8, device=None,
-                 capacity: int | None = None, embed: str = "auto", tall: bool | None = None, comm=None):
+                 capacity: int | None = None, embed: str = "auto", tall: bool | None = None, comm=None,
+                 precision: str | None = None):
+        precision = precision or train.precision
+        if precision not in PRECISIONS:
+            raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
         if plan not in PLANS:
             raise LiteNetError(f"plan must be one of {', '.join(PLANS)}; got {plan!r}")
         if embed not in EMBEDS:
@@ -56,11 +68,14 @@ class CudaBackend(DeviceSchedule):
         if device is None:
             from litenet.gpu.device import CupyDevice
             device = CupyDevice()
-        self.model, self.train, self.dev = model, train, device
+        if precision != "fp32" and not has_tensor_cores(device.capability):
+            raise UsageError(f"precision {precision} needs tensor cores (sm_80 or newer); this GPU is "
+                             f"{device.capability}: use --precision fp32")
+        self.model, self.train, self.dev, self.precision = model, train, device, precision
         self.comm = comm if reduces(comm) else None
         self.columns = local_columns(train.batch_size, comm)  # this rank's share of every step's batch
         self.batch = self.columns.stop - self.columns.start
-        self.geometry = Geometry(model, self.batch, device.sm_count, embed, tall)
+        self.geometry = Geometry(model, self.batch, device.sm_count, embed, tall, precision)
         self.plan = choose_plan(self.geometry) if plan == "auto" else plan
         if self.plan == "fused" and not self.geometry.fused_ok:
             raise LiteNetError("this model's rows do not fit the fused kernel's shared memory; use plan='ops'")
@@ -149,7 +164,7 @@ class CudaBackend(DeviceSchedule):
     def memory_report(self) -> dict:
         """Device memory: the arena (every step buffer), the dataset, and the device's own figures."""
         dataset = sum(int(a.nbytes) for a in self._dataset) if self._dataset else 0
-        return {"plan": self.plan, "arena_bytes": self.arena.size, "dataset_bytes": dataset,
+        return {"plan": self.plan, "precision": self.precision, "arena_bytes": self.arena.size, "dataset_bytes": dataset,
                 **self.dev.memory(), "buffers": self.arena.table()}
 
     def layer_stats(self) -> dict[str, dict]:

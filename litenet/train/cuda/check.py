@@ -83,6 +83,7 @@ class Check:
     writes: dict[str, View]
     twin: Callable[[dict[str, np.ndarray], int], dict[str, Any]]
     terms: dict[str, int] = field(default_factory=dict)  # output → terms per value (default 1)
+    tol: Tolerance = FLOAT32  # a tensor-core product's: its precision's (TOLERANCES)
 
 
 def _resolve(view: View, pos: int):
@@ -102,4 +103,4 @@ def run_checked(device, launch, pos: int) -> dict[str, float]:
     device.synchronize()
     got = {k: _host(device, v, pos) for k, v in check.writes.items()}
     want = check.twin(inputs, pos)
-    return {k: compare(launch.kernel, k, got[k], w, check.terms.get(k, 1)) for k, w in want.items()}
+    return {k: compare(launch.kernel, k, got[k], w, check.terms.get(k, 1), check.tol) for k, w in want.items()}

@@ -1,6 +1,6 @@
-"""Launch shapes: how each product is cut into tiles (64 or 128 rows × 64) and K splits, the embedding's version
-and rows per block, the fused kernel's rows per block, the weight-gradient job table, and the
-choice between the two step plans.
+"""Launch shapes: how each product is cut into tiles (64 or 128 rows × 64) and K splits, in which
+precision it multiplies, the embedding's version and rows per block, the fused kernel's rows per
+block, the weight-gradient job table, and the choice between the two step plans.
 
 Pure arithmetic on the model and batch size (no device needed), so the arena can be sized
 before anything is allocated and the tests can check the plans on the CPU.
@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from litenet.errors import UsageError
 from litenet.gpu.launch import SMEM_LIMIT, THREADS
 from litenet.model import ModelConfig
+from litenet.train.cuda.mixer_plans import PRECISIONS
 
 TILE = 64
 SLAB = TILE * TILE + TILE  # floats per split-K partial of a 64 × 64 tile and its column sums (gemm.cuh LN_SLAB)
@@ -54,27 +56,35 @@ def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
 @dataclass(frozen=True)
 class Gemm:
     """C (M × N) = A (M × K) · B (K × N) cut into tiles of 64 or 128 (tall) rows × 64 columns and
-    `splits` K ranges."""
+    `splits` K ranges, multiplied in `precision` ("fp32" on the SIMT cores, "tf32" / "bf16" on the
+    tensor cores: mma.cuh, 64-row tiles only; the kernel-name suffixes are mixer_plans.PRECISIONS, one
+    map for both families)."""
 
     M: int
     N: int
     K: int
     splits: int
     tall: bool = False
+    precision: str = "fp32"
 
     @classmethod
-    def plan(cls, M, N, K, sm_count, tall: bool | None = None, weight_grad: bool = False) -> "Gemm":
+    def plan(cls, M, N, K, sm_count, tall: bool | None = None, weight_grad: bool = False,
+             precision: str = "fp32") -> "Gemm":
+        if precision != "fp32":  # the tensor-core versions exist for 64-row tiles only
+            if tall:
+                raise UsageError(f"tall (128-row) tiles are fp32 only; precision {precision} uses 64-row tiles")
+            tall = False
         tall = choose_tall(M, N, K, weight_grad) if tall is None else tall
         rows = TALL if tall else TILE
-        return cls(M, N, K, choose_splits(math.ceil(M / rows) * math.ceil(N / TILE), K, sm_count), tall)
+        return cls(M, N, K, choose_splits(math.ceil(M / rows) * math.ceil(N / TILE), K, sm_count), tall, precision)
 
     @property
     def tile_rows(self) -> int:
         return TALL if self.tall else TILE
 
     def kernel(self, name: str) -> str:
-        """The version of kernel `name` for this tile shape."""
-        return name + "_tall" if self.tall else name
+        """The version of kernel `name` for this tile shape and precision."""
+        return (name + "_tall" if self.tall else name) + PRECISIONS[self.precision]
 
     @property
     def tiles(self) -> int:
@@ -107,12 +117,17 @@ class ColSum:
 
 
 class Geometry:
-    """Every launch shape of one model at one batch size on a GPU with `sm_count` multiprocessors."""
+    """Every launch shape of one model at one batch size on a GPU with `sm_count` multiprocessors.
 
-    def __init__(self, model: ModelConfig, batch: int, sm_count: int, embed: str = "auto", tall: bool | None = None):
+    `precision` applies to the tile products (self.gemms: the embedding's, the layers', the head's);
+    the row kernels (embed_forward_rows, fused_rows, fused_weight_grads, LayerNorm, loss, update)
+    stay fp32 in every precision: they are small or bound by memory, and have no tensor-core version."""
+
+    def __init__(self, model: ModelConfig, batch: int, sm_count: int, embed: str = "auto", tall: bool | None = None,
+                 precision: str = "fp32"):
         B, d, H, C, K = batch, model.width, model.hidden, model.classes, model.embed_inputs
-        self.model, self.batch, self.sm_count = model, batch, sm_count
-        g = lambda M, N, K_, dw=False: Gemm.plan(M, N, K_, sm_count, tall, dw)  # noqa: E731
+        self.model, self.batch, self.sm_count, self.precision = model, batch, sm_count, precision
+        g = lambda M, N, K_, dw=False: Gemm.plan(M, N, K_, sm_count, tall, dw, precision)  # noqa: E731
         self.gemms = {  # ∂W products also give ∂b (the first tile row sums ∂y's columns)
             "embed_forward": g(B, d, K), "embed_backward": g(K, d, B),
             "fc1_forward": g(B, H, d), "fc2_forward": g(B, d, H), "head_forward": g(B, C, d),

@@ -10,6 +10,11 @@ plus the forward alone for evaluation. Every launch reads its per-step inputs (b
 flips, learning rate, statistics row) through the device step counter, so the list is captured
 once into a CUDA graph and replayed for every step.
 
+The tile products (`_product`) run in the precision geometry.Geometry was given: the fp32 kernels,
+or their `_tf32` / `_bf16` versions on the tensor cores (mma.cuh). fused_rows, fused_weight_grads,
+embed_forward_rows and the row kernels stay fp32 in every precision: the fused plan and the rows
+embedding are chosen only for small models and batches, where the products are small.
+
 A data-parallel rank's step (with_allreduce, docs/parallel.md) inserts, before the update, an
 AllReduce of the flat gradient (a communicator call, not a kernel), grad_average and grad_norm_sq.
 
@@ -21,6 +26,7 @@ Pixels (the step's images and how they are embedded), SplitK (a reduction's K sp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -28,6 +34,7 @@ import numpy as np
 
 from litenet.gpu.launch import THREADS, Launch
 from litenet.model import ModelConfig, TrainConfig, param_count, param_layout, param_views
+from litenet.train.cuda.check import TOLERANCES
 from litenet.train.cuda.geometry import Geometry
 from litenet.train.cuda.kernel_args import Pixels, SplitK, StatsRow, launch
 from litenet.train.cuda.layout import ArenaPlan, StatsLayout
@@ -120,8 +127,11 @@ class Plans:
         return SplitK(i32(splits), self.v["scratch"], self.v["counters"])
 
     def _product(self, kernel: str, gemm: str, check, **named) -> Launch:
-        """A matrix product in the tiles and K split geometry.gemms[gemm] chose (and its `_tall` version)."""
+        """A matrix product in the tiles, K split and precision geometry.gemms[gemm] chose (its `_tall`,
+        `_tf32` or `_bf16` version), held by check_kernels to the tolerance of that precision."""
         gm = self.g.gemms[gemm]
+        if check is not None and gm.precision != "fp32":
+            check = dataclasses.replace(check, tol=TOLERANCES[gm.precision])
         return launch(gm.kernel(kernel), gm.grid, self._splitk(gm.splits), check=check, **named)
 
     def _stats_row(self) -> StatsRow:
