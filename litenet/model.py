@@ -219,7 +219,19 @@ def preset_names() -> list[str]:
 
 
 def load_preset(name_or_path: str) -> Preset:
-    """Read a preset by name (`models/<name>.toml`) or from a TOML file path."""
+    """Read a preset by name (`models/<name>.toml`) or from a TOML file path. A preset that names a
+    `base` preset starts from that one's [model] and [train] settings and changes those it lists."""
+    path, doc = _preset_document(name_or_path)
+    return Preset(
+        name=doc.get("name", path.stem),
+        description=doc.get("description", ""),
+        model=model_from_dict(doc.get("model", {}), source=str(path)),
+        train=config_from_dict(TrainConfig, doc.get("train", {}), source=str(path)),
+    )
+
+
+def _preset_document(name_or_path: str, derived: tuple[Path, ...] = ()) -> tuple[Path, dict[str, Any]]:
+    """The preset's TOML as a dict, its base's tables merged under its own."""
     path = Path(name_or_path)
     if path.suffix != ".toml":
         path = models_dir() / f"{name_or_path}.toml"
@@ -231,12 +243,16 @@ def load_preset(name_or_path: str) -> Preset:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise LiteNetError(f"{path}: not valid TOML ({exc})") from None
-    return Preset(
-        name=doc.get("name", path.stem),
-        description=doc.get("description", ""),
-        model=model_from_dict(doc.get("model", {}), source=str(path)),
-        train=config_from_dict(TrainConfig, doc.get("train", {}), source=str(path)),
-    )
+    base = doc.pop("base", None)
+    if base is None:
+        return path, doc
+    chain = (*derived, path.resolve())
+    if chain.count(path.resolve()) > 1:
+        raise LiteNetError(f"{chain[0]}: base presets form a loop ({' → '.join(p.stem for p in chain)})")
+    _, inherited = _preset_document(base, chain)
+    for table in ("model", "train"):
+        doc[table] = {**inherited.get(table, {}), **doc.get(table, {})}
+    return path, doc
 
 
 def model_to_dict(model: AnyModel) -> dict[str, Any]:

@@ -85,3 +85,20 @@ def test_config_json_round_trip():
 def test_unknown_preset_names_the_choices():
     with pytest.raises(LiteNetError, match="litenet-seed"):
         load_preset("no-such-preset")
+
+
+def test_a_preset_with_a_base_changes_only_what_it_lists(tmp_path):
+    (tmp_path / "parent.toml").write_text('name = "parent"\n[model]\nfamily = "mixer"\nwidth = 16\n'
+                                          '[train]\nepochs = 3\nbatch_size = 32\n', encoding="utf-8")
+    (tmp_path / "child.toml").write_text(f'base = "{tmp_path / "parent.toml"}"\n[train]\nepochs = 7\n',
+                                         encoding="utf-8")
+    child = load_preset(str(tmp_path / "child.toml"))
+    assert child.name == "child" and child.model.family == "mixer" and child.model.width == 16
+    assert (child.train.epochs, child.train.batch_size) == (7, 32)
+
+
+def test_a_loop_of_base_presets_is_refused_in_one_line(tmp_path):
+    for me, other in (("a", "b"), ("b", "a")):
+        (tmp_path / f"{me}.toml").write_text(f'base = "{tmp_path / (other + ".toml")}"\n', encoding="utf-8")
+    with pytest.raises(LiteNetError, match="base presets form a loop"):
+        load_preset(str(tmp_path / "a.toml"))

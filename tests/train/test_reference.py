@@ -13,13 +13,13 @@ from litenet.train import reference as ref
 
 # The full-size Mixer's float64 forward takes ~50 ms at batch 4 and it has 100 parameter tensors:
 # the suite checks the Mixers' shapes with 2 blocks each (`litenet gradcheck` checks all of them).
-BLOCKS = {"litenet-mixer": 2, "litenet-mixer-cpu": 2}
+MIXER_BLOCKS = 2
 
 
 @pytest.mark.parametrize("name", preset_names())
 def test_gradcheck_every_preset(name):
     p = load_preset(name)
-    model = dataclasses.replace(p.model, blocks=BLOCKS.get(name, p.model.blocks))
+    model = dataclasses.replace(p.model, blocks=MIXER_BLOCKS) if p.model.family == "mixer" else p.model
     worst = max(r.rel_error for r in gradcheck.check_model(model, p.train.margin))
     assert worst < gradcheck.TOLERANCE
 
