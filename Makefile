@@ -101,6 +101,10 @@ test-gpu: $(GPU_VENV_DEPS)  ## run every GPU test (pytest -m gpu): each kernel v
 bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CUDA graph (needs torch) into bench/results/
 	$(PY) bench/bench_gpu.py --out bench/results/gpu-$$(date -u +%F).md
 
+.PHONY: bench-steps-gpu
+bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min, needs torch) one table: Mixer and litenet-base shape (widths 256/1024/2048) per-step ms, fp32 and TF32/BF16, vs PyTorch CUDA graphs, with FLOP/byte floors, into bench/results/
+	$(PY) bench/bench_steps_gpu.py --out bench/results/gpu-steps-$$(date -u +%F).md
+
 .PHONY: bench-mixer-gpu
 bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## the Mixer's CUDA step and whole training runs vs PyTorch eager and torch.compile (needs torch), JSON into bench/results/
 	$(PY) bench/bench_mixer_gpu.py steps --out bench/results/gpu-mixer-steps-$$(date -u +%F).json

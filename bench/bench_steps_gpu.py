@@ -1,0 +1,356 @@
+"""One table of LiteNet's CUDA training step time against PyTorch's CUDA-graph replay of the same step.
+
+`make bench-steps-gpu` (about 2–4 minutes on an H200).
+
+Rows: the Mixer (litenet-mixer preset) and litenet-base's MLP shape (full 3072-value embedding,
+2 blocks, cross-entropy, SGD with momentum) at widths 256, 1024 and 2048 with hidden = 2 × width
+(the preset's 256 → 512 ratio), each at batch 256 and 1024, in fp32 and in the faster of TF32 and
+BF16 for LiteNet (both are timed; the table shows the faster, the JSON both).
+
+Contenders, on the same GPU, same model, same initial weights, same precision:
+  LiteNet   its CUDA backend (`precision` fp32 | tf32 | bf16), steps replayed from CUDA graphs
+  PyTorch   the same training step captured once in a CUDA graph and replayed (bench/gpu_torch_twin.py
+            for the MLP; bench/torch_mixer.py's trainer for the Mixer, with capturable fused AdamW and
+            the batch read through a device step counter); fp32 with TF32 off, tf32 with TF32 on,
+            bf16 under torch.autocast(bfloat16) (TF32 on for what autocast leaves in fp32)
+Time per step: median over repeats of (CUDA-event time of a run of steps) / steps, after warm-up.
+
+Floor of a cell: the larger of (the step's matrix-product FLOPs at the H200's dense peak for the
+precision: fp32 67, TF32 494, BF16 989 TFLOP/s) and (its unavoidable bytes at 4.8 TB/s: the batch's
+uint8 images read once, and the optimiser's per-parameter traffic — SGD with momentum w, v, g read
+and w, v, g written, 24 bytes; AdamW w, m, v, g read and w, m, v, g written, 32 bytes). Activations
+are not counted: a fused enough step need not write them.
+
+    python bench/bench_steps_gpu.py --out bench/results/gpu-steps-2026-12-03.md   (+ .json beside it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from litenet.model import init_params, load_preset, override, param_count  # noqa: E402 (after the path)
+
+PEAK_TFLOPS = {"fp32": 67.0, "tf32": 494.0, "bf16": 989.0}  # H200 SXM dense, NVIDIA's data sheet
+PEAK_TBPS = 4.8
+WIDTHS = (256, 1024, 2048)
+BATCHES = (256, 1024)
+DATASET = 8192  # random uint8 images on the GPU, the same for every contender
+
+
+# -- the cells' models and floors ------------------------------------------------------------------
+
+def models(widths) -> list[tuple[str, object, object]]:
+    """(row name, model, TrainConfig at the preset's recipe) of every row."""
+    mixer, base = load_preset("litenet-mixer"), load_preset("litenet-base")
+    rows = [("litenet-mixer", mixer.model, mixer.train)]
+    for w in widths:
+        model = dataclasses.replace(base.model, width=w, hidden=2 * w)
+        rows.append((f"litenet-base shape, width {w} (hidden {2 * w})", model, base.train))
+    return rows
+
+
+def step_flops(model, batch: int) -> float:
+    """FLOPs (2 per multiply-add) of a training step's matrix products: forward, ∂input, ∂weight."""
+    if model.family == "mixer":
+        from bench_mixer_gpu import step_flops as mixer_flops
+        return mixer_flops(model, batch)
+    from bench_gpu import step_cost
+    return step_cost(model, batch)[0]
+
+
+def step_bytes(model, train, batch: int) -> float:
+    """Unavoidable bytes of a step: the batch's images once, the optimiser's traffic per parameter."""
+    per_param = 32 if train.optimizer == "adamw" else 24
+    return batch * 3072 + per_param * param_count(model)
+
+
+def floor_ms(model, train, batch: int, precision: str) -> dict:
+    flops, least = step_flops(model, batch), step_bytes(model, train, batch)
+    flop_ms, byte_ms = flops / (PEAK_TFLOPS[precision] * 1e9), least / (PEAK_TBPS * 1e9)
+    return {"flops": flops, "bytes": least, "flop_ms": flop_ms, "byte_ms": byte_ms, "ms": max(flop_ms, byte_ms),
+            "bound": "FLOP" if flop_ms >= byte_ms else "bytes"}
+
+
+# -- timing -----------------------------------------------------------------------------------------
+
+def median_ms(run, steps: int, repeats: int, record, before=None) -> float:
+    times = []
+    for _ in range(repeats):
+        if before is not None:
+            before()
+        times.append(record(run) / steps)
+    return statistics.median(times)
+
+
+def cupy_record(stream):
+    import cupy
+
+    def record(run):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        run()
+        end.record(stream)
+        end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end)
+    return record
+
+
+def torch_record(run):
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def schedule(rng, model, train, batch: int, n: int):
+    """n steps of batch indices, flips, crop offsets and learning rates (the preset's peak lr)."""
+    batches = np.stack([rng.permutation(DATASET)[:batch] for _ in range(n)])
+    flips = rng.random(batches.shape) < 0.5
+    pad = train.crop_padding if model.family == "mixer" and "crop" in train.augmentations else 0
+    crops = rng.integers(0, 2 * pad + 1, (*batches.shape, 2)).astype(np.int8)
+    return batches, flips, crops, np.full(n, train.lr, np.float32)
+
+
+def bench_litenet(*args) -> dict:
+    import cupy
+    try:
+        return _litenet_ms(*args)
+    finally:  # the backend's arena is gone with _litenet_ms's frame: give its blocks back
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
+def _litenet_ms(model, train, params, images, labels, sched, precision, steps, repeats) -> dict:
+    train = override(train, {"precision": precision})
+    batches, flips, crops, lrs = sched
+    if model.family == "mixer":
+        from litenet.train.cuda.mixer_backend import MixerCudaBackend
+        backend = MixerCudaBackend(model, train, params)
+        def extra(rows):
+            return {"crops": crops[rows]}
+    else:
+        from litenet.train.cuda.backend import CudaBackend
+        backend = CudaBackend(model, train, params)
+
+        def extra(rows):
+            return {}
+    backend.load_dataset(images, labels)
+    warm = slice(0, 2 * steps)
+    backend.train_steps(batches[warm], lrs[warm], flips=flips[warm], **extra(warm))  # modules, graph capture
+    loss = backend.fetch_stats()["loss"]
+    cursor = [0]
+
+    def run():
+        i = cursor[0] % (len(batches) - steps)
+        rows = slice(i, i + steps)
+        backend.train_steps(batches[rows], lrs[rows], flips=flips[rows], **extra(rows))
+        cursor[0] += steps
+    ms = median_ms(run, steps, repeats, cupy_record(backend.dev.stream), before=backend.fetch_stats)
+    out = {"ms": ms, "arena_bytes": backend.memory_report()["arena_bytes"], "warmup_last_loss": float(loss[-1])}
+    if hasattr(backend, "plan"):
+        out["plan"] = backend.plan
+    return out
+
+
+def torch_precision(precision: str):
+    """Set PyTorch's matmul precision flags; returns the autocast context a step runs under."""
+    import torch
+    tf32 = precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    if precision == "bf16":  # no weight-cast cache: inside a graph it would hold one step's casts
+        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+    return contextlib.nullcontext()
+
+
+class MixerStep:
+    """bench/torch_mixer.py's TorchTrainer step with the batch, flips and crops read through a device
+    step counter (no host input per step, like LiteNet's), and AdamW fused and capturable."""
+
+    def __init__(self, model, train, params, images, labels, sched):
+        import torch
+        from torch_mixer import TorchTrainer
+        self.trainer = TorchTrainer(model, train, params, images, labels, compile=False)
+        groups = [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in self.trainer.opt.param_groups]
+        self.trainer.opt = torch.optim.AdamW(groups, lr=train.lr, betas=(train.beta1, train.beta2),
+                                             eps=train.adam_eps, fused=True, capturable=True)
+        batches, flips, crops, lrs = sched
+        dev = self.trainer.images.device
+        self.batches = torch.tensor(batches.astype(np.int64), device=dev)
+        self.flips = torch.tensor(flips, device=dev)
+        self.crops = torch.tensor(crops.astype(np.int64), device=dev)
+        self.lr = float(lrs[0])
+        self.pos = torch.zeros(1, dtype=torch.int64, device=dev)
+
+    def step(self) -> None:
+        pos = self.pos % len(self.batches)
+        index, flips, crops = (t.index_select(0, pos)[0] for t in (self.batches, self.flips, self.crops))
+        self.trainer.step(index, flips, crops, self.lr)
+        self.pos += 1
+
+
+def bench_torch(*args) -> dict:
+    import torch
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        return _torch_ms(*args)
+    finally:  # the model, its graph and its pool are gone with _torch_ms's frame
+        torch.cuda.empty_cache()
+
+
+def _torch_ms(model, train, params, images, labels, sched, precision, steps, repeats) -> dict:
+    import torch
+    from gpu_torch_twin import GraphedStep, TorchTwin
+
+    batches, flips, _, lrs = sched
+    if model.family == "mixer":
+        twin = MixerStep(model, train, params, images, labels, sched)
+    else:
+        twin = TorchTwin(model, train, params, images, labels, batches, lrs, flips)
+    autocast = torch_precision(precision)  # after TorchTrainer, which switches TF32 on
+    with autocast:
+        graphed = GraphedStep(twin)  # warm-up on a side stream, then the capture, both under autocast
+    for _ in range(3):
+        graphed()
+
+    def run():
+        for _ in range(steps):
+            graphed()
+    ms = median_ms(run, steps, repeats, torch_record)
+    torch.cuda.synchronize()
+    return {"ms": ms, "peak_bytes": int(torch.cuda.max_memory_allocated())}
+
+
+def attempt(fn, *args) -> dict:
+    """A cell's measurement, or its error: one failing contender must not lose the whole table."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 — reported in the table and the JSON
+        traceback.print_exc()
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="write the table (Markdown) here, and every number as .json beside it")
+    parser.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS))
+    parser.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
+    parser.add_argument("--no-mixer", action="store_true", help="the MLP rows only")
+    parser.add_argument("--steps", type=int, default=24,
+                        help="steps per timed run (a multiple of both backends' steps per graph, 8 and 4)")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (DATASET, 32, 32, 3), dtype=np.uint8)
+    labels = rng.integers(0, 10, DATASET).astype(np.uint8)
+    cells = []
+    for name, model, preset_train in models(args.widths)[1 if args.no_mixer else 0:]:
+        for batch in args.batches:
+            train = override(preset_train, {"batch_size": batch})
+            params = init_params(model, train.seed)
+            sched = schedule(rng, model, train, batch, 4 * args.steps)
+            run = (model, train, params, images, labels, sched)
+            litenet = {p: attempt(bench_litenet, *run, p, args.steps, args.repeats) for p in ("fp32", "tf32", "bf16")}
+            timed = [p for p in ("tf32", "bf16") if "ms" in litenet[p]]
+            fastest = min(timed, key=lambda p: litenet[p]["ms"]) if timed else "bf16"
+            for precision in ("fp32", fastest):
+                cell = {"model": name, "family": model.family, "width": model.width, "batch": batch,
+                        "precision": precision, "litenet": litenet[precision],
+                        "torch_graph": attempt(bench_torch, *run, precision, args.steps, args.repeats),
+                        "floor": floor_ms(model, train, batch, precision)}
+                if precision != "fp32":
+                    cell["litenet_other"] = {p: litenet[p] for p in ("tf32", "bf16") if p != precision}
+                cells.append(cell)
+                print(line(cell), flush=True)
+                save(args.out, result(cells, started, args))  # so far: a run cut short keeps its cells
+    table = save(args.out, result(cells, started, args))
+    print(table)
+
+
+def result(cells: list, started: float, args) -> dict:
+    import cupy
+    import torch
+    return {"gpu": torch.cuda.get_device_name(), "cupy": cupy.__version__, "torch": torch.__version__,
+            "peak_tflops": PEAK_TFLOPS, "peak_tbps": PEAK_TBPS, "steps": args.steps, "repeats": args.repeats,
+            "seconds": round(time.perf_counter() - started, 1), "cells": cells}
+
+
+def save(out: str | None, result: dict) -> str:
+    """Write the table (Markdown) to `out` and the numbers as JSON beside it; returns the table."""
+    table = render(result)
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(table + "\n", encoding="utf-8")
+        path.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return table
+
+
+def _ms(m: dict) -> str:
+    return f"{m['ms']:.3f}" if "ms" in m else "error"
+
+
+def _times(m: dict, floor: dict) -> str:
+    return f"{m['ms'] / floor['ms']:.1f}" if "ms" in m else "—"
+
+
+def line(cell: dict) -> str:
+    ln, pt = cell["litenet"], cell["torch_graph"]
+    return (f"{cell['model']:38s} B={cell['batch']:5d} {cell['precision']}: LiteNet {_ms(ln)} ms, "
+            f"PyTorch graph {_ms(pt)} ms, floor {cell['floor']['ms']:.3f} ms ({cell['floor']['bound']})")
+
+
+def render(result: dict) -> str:
+    lines = [(f"Per-step time on {result['gpu']} (CuPy {result['cupy']}, PyTorch {result['torch']}): median of "
+              f"{result['repeats']} CUDA-event timings of {result['steps']} steps; whole run {result['seconds']:.0f} s."),
+             "",
+             ("| model | batch | precision | LiteNet ms | PyTorch graph ms | PyTorch / LiteNet | LiteNet ahead "
+              "| floor ms (FLOP / bytes) | LiteNet × floor | PyTorch × floor |"),
+             "|---|---:|---|---:|---:|---:|:-:|---:|---:|---:|"]
+    for c in result["cells"]:
+        ln, pt, fl = c["litenet"], c["torch_graph"], c["floor"]
+        both = "ms" in ln and "ms" in pt
+        ratio = f"{pt['ms'] / ln['ms']:.2f}" if both else "—"
+        ahead = ("yes" if pt["ms"] > ln["ms"] else "**no**") if both else "—"
+        precision = c["precision"].upper() if c["precision"] != "fp32" else "fp32"
+        if "litenet_other" in c:
+            other, m = next(iter(c["litenet_other"].items()))
+            precision += f" ({other.upper()} {_ms(m)})"
+        lines.append(f"| {c['model']} | {c['batch']} | {precision} | {_ms(ln)} | {_ms(pt)} | {ratio} | {ahead} "
+                     f"| **{fl['ms']:.3f}** ({fl['flop_ms']:.3f} / {fl['byte_ms']:.4f}) | {_times(ln, fl)} "
+                     f"| {_times(pt, fl)} |")
+    errors = [(c["model"], c["batch"], c["precision"], who, c[who]["error"])
+              for c in result["cells"] for who in ("litenet", "torch_graph") if "error" in c[who]]
+    lines += ["", ("Floor: the larger of the step's matrix-product FLOPs at the dense peak of its precision "
+                   "(fp32 67, TF32 494, BF16 989 TFLOP/s) and its unavoidable bytes (images once; optimiser state "
+                   "24 B/parameter for SGD with momentum, 32 for AdamW) at 4.8 TB/s. The precision column names, "
+                   "in brackets, LiteNet's time in the other tensor-core precision (the row shows the faster).")]
+    if errors:
+        lines += ["", "Errors:"] + [f"- {m}, batch {b}, {p}, {who}: {e}" for m, b, p, who, e in errors]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
