@@ -115,7 +115,25 @@ def bench_model(folder: Path, args) -> dict:
         rows[name]["argmax_vs_torch"] = float((z.argmax(1) == ref.argmax(1)).mean())
     scan = {p: {b: 1e3 * contenders[f"LiteNet {p}"].device_ms(big[:b], count=10, repeats=5) for b in SCAN}
             for p in ("fp32", "int8")}
-    return {"rows": rows, "scan": scan, "launches": len(contenders["LiteNet fp32"].be.prepare(1).launches)}
+    kernels = {f"{p} batch {len(x)}": kernel_times_us(contenders[f"LiteNet {p}"], x)
+               for p in ("fp32", "int8") for x in (one, big)}
+    return {"rows": rows, "scan": scan, "kernels": kernels,
+            "launches": len(contenders["LiteNet fp32"].be.prepare(1).launches)}
+
+
+def kernel_times_us(lite, images, count: int = 10) -> dict:
+    """µs per forward spent in each kernel: every launch of the forward timed alone (`count` back to back,
+    median of 3), summed by kernel name. Alone, a launch has no neighbour to overlap with, so the sum is
+    a little above the whole forward's time; it says where the time goes."""
+    be = lite.be
+    run = be.prepare(len(images))
+    be.dev.upload(run.pixels, images.reshape(len(images), 3072))
+    be.execute(run)
+    out: dict[str, float] = {}
+    for launch in run.launches:
+        ms = median(lambda launch=launch: event_ms("cupy", lite.stream, lambda: be.dev.launch(launch), count), 3)
+        out[launch.kernel] = out.get(launch.kernel, 0.0) + 1e3 * ms
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def table(results: dict, floor_us: float, device: str) -> str:
@@ -141,6 +159,11 @@ def table(results: dict, floor_us: float, device: str) -> str:
     for model, res in results.items():
         for precision, times in res["scan"].items():
             lines.append(f"| {model} | {precision} | " + " | ".join(f"{times[b]:.1f}" for b in SCAN) + " |")
+    lines += ["", ("Where the time goes: µs per forward in each kernel, every launch timed alone (10 back to back, "
+              "median of 3), summed by kernel:"), ""]
+    for model, res in results.items():
+        for case, times in res["kernels"].items():
+            lines.append(f"- {model} {case}: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
     return "\n".join(lines) + "\n"
 
 
