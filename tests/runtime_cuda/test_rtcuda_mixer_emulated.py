@@ -229,3 +229,26 @@ def test_mixer_is_no_longer_declined_for_its_family(mixers):
     assert reason is None or "family" not in reason
     with pytest.raises(ValueError):
         _backend(mixers, "p8-d13-t5", "fp32", None, mode="fused")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_litenet_infer_backend_cuda_runs_a_mixer(mixers, images, emu_device, monkeypatch, capsys, tmp_path, precision):
+    """`litenet-infer --backend cuda` end to end, the emulator standing in for CuPy's device."""
+    import json
+
+    from mixer_checks import numpy_logits
+    from PIL import Image
+
+    from litenet.runtime import cli, int8_plan
+
+    monkeypatch.setattr("litenet.gpu.device.CupyDevice", lambda: emu_device)
+    monkeypatch.setattr(CudaInference, "unavailable_reason", classmethod(lambda cls, model, precision: None))
+    Image.fromarray(images[0]).save(tmp_path / "image.png")
+    folder = mixers["p8-d13-t5"]
+    code = cli.main([str(tmp_path / "image.png"), "--model", str(folder), "--backend", "cuda", "--json",
+                     "--precision", precision])
+    record = json.loads(capsys.readouterr().out)
+    assert code == 0 and record["backend"] == "cuda" and record["precision"] == precision
+    want = (numpy_logits(folder, images[:1]) if precision == "fp32" else
+            int8_plan.run_plan(int8_plan.load_plan(ModelFiles.locate(folder).plan), images[:1]))[0]
+    np.testing.assert_allclose(record["logits"], want, rtol=0, atol=1e-5)
