@@ -112,18 +112,19 @@ class _Walk:
                 "QX": words(R, pad64(pixels)), "QC": words(R, pad64(d)), "QA2": words(R, pad64(ch)),
                 "QPOOL": words(B, pad64(d)),
                 "QT": ((pad16(self.T) // 4, N), np.int32), "QA1": ((pad16(th) // 4, N), np.int32),
-                "SCRATCH": ((max([1] + [_tiles(m_, n_) * sp * SLAB for m_, n_, _k, sp in self.splits() if sp > 1]),),
-                            np.float32),
-                "COUNTERS": ((max(_tiles(m_, n_) for m_, n_, _k, _sp in self.splits()),), np.uint32)}
+                "SCRATCH": ((self.split_k_sizes()[0],), np.float32), "COUNTERS": ((self.split_k_sizes()[1],), np.uint32)}
+
+    def split_k_sizes(self) -> tuple[int, int]:
+        """fp32: floats of split-K scratch (the partial tiles of the largest split product) and counters
+        (one per tile of the product with the most tiles; each launch leaves them at zero)."""
+        products = [(*self.sizes(op), splits_for(*self.sizes(op), self.dn.dev.sm_count)) for op in graph.products(self.m)]
+        scratch = max([1] + [_tiles(m, n) * splits * SLAB for m, n, _k, splits in products if splits > 1])
+        return scratch, max(_tiles(m, n) for m, n, _k, _splits in products)
 
     def sizes(self, op: graph.Op) -> tuple[int, int, int]:
         """(M, N, K) of a product's output rows × columns and its sum."""
         k, n = op.params[0].shape
         return (n, self.N, k) if op.kind == "token_linear" else (self.rows_of(op), n, k)
-
-    def splits(self) -> list[tuple[int, int, int, int]]:
-        """(M, N, K, splits) of every fp32 product."""
-        return [(*self.sizes(op), splits_for(*self.sizes(op), self.dn.dev.sm_count)) for op in graph.products(self.m)]
 
     def out_of(self, op: graph.Op) -> graph.Op:
         """The op whose output a launch for `op` writes: a product's GELU or residual join, when fused."""
