@@ -202,7 +202,7 @@ class MixerStep:
     def step(self) -> None:
         pos = self.pos % len(self.batches)
         index, flips, crops = (t.index_select(0, pos)[0] for t in (self.batches, self.flips, self.crops))
-        self.trainer.step(index, flips, crops, self.lr)
+        self.trainer.step(index, flips, crops, lr=self.lr)
         self.pos += 1
 
 
