@@ -25,16 +25,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from litenet.errors import LiteNetError, UsageError
-from litenet.model import ModelConfig, TrainConfig, param_count
+from litenet.errors import LiteNetError
+from litenet.model import ModelConfig, TrainConfig
 from litenet.gpu.launch import check_launch
 from litenet.train.cuda.check import KernelMismatch, run_checked
 from litenet.train.cuda.geometry import Geometry, choose_plan
 from litenet.train.cuda.layout import StatsLayout, param_offsets
-from litenet.train.cuda.mixer_backend import has_tensor_cores
-from litenet.train.cuda.mixer_plans import PRECISIONS
 from litenet.train.cuda.plans import AllReduce, Plans, arena_plan
-from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images
+from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images, check_precision, open_device
 from litenet.train.parallel.comm import local_columns, reduces
 
 PLANS = ("auto", "fused", "ops")
@@ -54,23 +52,14 @@ class CudaBackend(DeviceSchedule):
                  capacity: int | None = None, embed: str = "auto", tall: bool | None = None, comm=None,
                  precision: str | None = None):
         precision = precision or train.precision
-        if precision not in PRECISIONS:
-            raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+        check_precision(precision)
         if plan not in PLANS:
             raise LiteNetError(f"plan must be one of {', '.join(PLANS)}; got {plan!r}")
         if embed not in EMBEDS:
             raise LiteNetError(f"embed must be one of {', '.join(EMBEDS)}; got {embed!r}")
         if check_kernels < 0:
             raise LiteNetError("--check-kernels needs a number of steps ≥ 0")
-        params = np.asarray(params)
-        if params.shape != (param_count(model),):
-            raise LiteNetError(f"expected {param_count(model)} parameters for this model, got shape {params.shape}")
-        if device is None:
-            from litenet.gpu.device import CupyDevice
-            device = CupyDevice()
-        if precision != "fp32" and not has_tensor_cores(device.capability):
-            raise UsageError(f"precision {precision} needs tensor cores (sm_80 or newer); this GPU is "
-                             f"{device.capability}: use --precision fp32")
+        params, device = open_device(model, params, device, precision)
         self.model, self.train, self.dev, self.precision = model, train, device, precision
         self.comm = comm if reduces(comm) else None
         self.columns = local_columns(train.batch_size, comm)  # this rank's share of every step's batch

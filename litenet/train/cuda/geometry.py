@@ -16,7 +16,7 @@ import numpy as np
 from litenet.errors import UsageError
 from litenet.gpu.launch import SMEM_LIMIT, THREADS
 from litenet.model import ModelConfig
-from litenet.train.cuda.mixer_plans import PRECISIONS
+from litenet.train.cuda.schedule_ring import PRECISIONS
 
 TILE = 64
 SLAB = TILE * TILE + TILE  # floats per split-K partial of a 64 × 64 tile and its column sums (gemm.cuh LN_SLAB)
@@ -57,7 +57,7 @@ def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
 class Gemm:
     """C (M × N) = A (M × K) · B (K × N) cut into tiles of 64 or 128 (tall) rows × 64 columns and
     `splits` K ranges, multiplied in `precision` ("fp32" on the SIMT cores, "tf32" / "bf16" on the
-    tensor cores: mma.cuh, 64-row tiles only; the kernel-name suffixes are mixer_plans.PRECISIONS, one
+    tensor cores: mma.cuh, 64-row tiles only; the kernel-name suffixes are schedule_ring.PRECISIONS, one
     map for both families)."""
 
     M: int

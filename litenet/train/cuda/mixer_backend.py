@@ -12,20 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from litenet.errors import LiteNetError, UsageError
+from litenet.errors import LiteNetError
 from litenet.gpu.launch import check_launch
-from litenet.model import MixerConfig, TrainConfig, param_count
+from litenet.model import MixerConfig, TrainConfig
 from litenet.train.cuda.layout import param_offsets
-from litenet.train.cuda.mixer_plans import PRECISIONS, MixerPlans, MixerShapes, arena_plan
-from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images
+from litenet.train.cuda.mixer_plans import MixerPlans, MixerShapes, arena_plan
+from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images, check_precision, open_device
 from litenet.train.numpy_backend import decay_mask
 
-
-
-def has_tensor_cores(capability: str) -> bool:
-    """Whether "sm_XY" runs mma.sync with TF32 / BF16 operands (sm_80, Ampere, and newer); the CPU
-    emulator ("emulated") runs the same fragment code."""
-    return capability == "emulated" or (capability.startswith("sm_") and int(capability[3:-1]) >= 8)
 
 
 class MixerCudaBackend(DeviceSchedule):
@@ -37,8 +31,7 @@ class MixerCudaBackend(DeviceSchedule):
                  precision: str | None = None, graph: bool = True, steps_per_graph: int = 4, capacity: int | None = None,
                  comm=None, check_kernels: int = 0):
         precision = precision or train.precision
-        if precision not in PRECISIONS:
-            raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+        check_precision(precision)
         if train.optimizer != "adamw" or train.loss != "cross-entropy":
             raise LiteNetError("the CUDA Mixer trains with optimizer = adamw and loss = cross-entropy; "
                                "use --backend numpy for other recipes")
@@ -46,15 +39,7 @@ class MixerCudaBackend(DeviceSchedule):
             raise LiteNetError("data-parallel training of a Mixer on several GPUs is not written yet; use one GPU")
         if check_kernels:
             raise LiteNetError("--check-kernels covers the MLP's kernels; the Mixer's are checked by tests/cuda")
-        params = np.asarray(params)
-        if params.shape != (param_count(model),):
-            raise LiteNetError(f"expected {param_count(model)} parameters for this model, got shape {params.shape}")
-        if device is None:
-            from litenet.gpu.device import CupyDevice
-            device = CupyDevice()
-        if precision != "fp32" and not has_tensor_cores(device.capability):
-            raise UsageError(f"precision {precision} needs tensor cores (sm_80 or newer); this GPU is "
-                             f"{device.capability}: use --precision fp32")
+        params, device = open_device(model, params, device, precision)
         self.model, self.train, self.dev, self.precision = model, train, device, precision
         self.shapes = MixerShapes(model, train.batch_size)
         self.batch, self.comm = train.batch_size, None

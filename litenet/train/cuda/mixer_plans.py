@@ -26,9 +26,9 @@ from litenet.model import MixerConfig, TrainConfig, param_count, param_layout, p
 from litenet.train.augment import CUTOUT_FILL
 from litenet.train.cuda.kernel_args import SplitK, StatsRow, launch
 from litenet.train.cuda.layout import ArenaPlan, StatsLayout
+from litenet.train.cuda.schedule_ring import PRECISIONS
 
 i32, f32 = np.int32, np.float32
-PRECISIONS = {"fp32": "", "tf32": "_tf32", "bf16": "_bf16"}  # the products' kernel-name suffixes
 TILE, SLAB = 64, 64 * 64 + 64  # gemm tiles are 64 × 64; a split's partial tile (+ column sums), floats
 
 

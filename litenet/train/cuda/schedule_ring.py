@@ -1,13 +1,43 @@
 """What both CUDA training backends (the MLP's backend.py, the Mixer's mixer_backend.py) share: the
-statistics rows that their steps fill on the device, drained when the schedule ring is full or the
-trainer asks, and evaluation one batch of images at a time through the forward launches."""
+precision choice and the device it needs, the statistics rows that their steps fill on the device,
+drained when the schedule ring is full or the trainer asks, and evaluation one batch of images at a
+time through the forward launches."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
+from litenet.model import param_count
 from litenet.train.parallel.comm import reduce_stats
+
+PRECISIONS = {"fp32": "", "tf32": "_tf32", "bf16": "_bf16"}  # the products' kernel-name suffixes (mma.cuh)
+
+
+def has_tensor_cores(capability: str) -> bool:
+    """Whether "sm_XY" runs mma.sync with TF32 / BF16 operands (sm_80, Ampere, and newer); the CPU
+    emulator ("emulated") runs the same fragment code."""
+    return capability == "emulated" or (capability.startswith("sm_") and int(capability[3:-1]) >= 8)
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+
+
+def open_device(model, params, device, precision: str):
+    """(params as an array checked against the model, the device — CuPy's unless one is given —
+    checked to run the precision)."""
+    params = np.asarray(params)
+    if params.shape != (param_count(model),):
+        raise LiteNetError(f"expected {param_count(model)} parameters for this model, got shape {params.shape}")
+    if device is None:
+        from litenet.gpu.device import CupyDevice
+        device = CupyDevice()
+    if precision != "fp32" and not has_tensor_cores(device.capability):
+        raise UsageError(f"precision {precision} needs tensor cores (sm_80 or newer); this GPU is "
+                         f"{device.capability}: use --precision fp32")
+    return params, device
 
 
 def check_images(images, what: str) -> None:

@@ -184,7 +184,7 @@ class Twins:
                      {"params": self.v["params"], "velocity": self.v["velocity"]}, twin, {"params": 4, "velocity": 4})
 
     def sgd_clip_update(self) -> Check:
-        t, P, T = self.t, self.v["params"].size, self.st.tensors
+        t, P = self.t, self.v["params"].size
         def twin(i, pos):
             p, vel, g = i["params"].copy(), i["velocity"].copy(), i["grads"].copy()
             norm, clipped = ref.sgd_clip_update(p, vel, g, float(i["lr"][0]), t.momentum, t.weight_decay,
