@@ -21,7 +21,7 @@ from litenet import graph
 from litenet.errors import LiteNetError
 from litenet.model import MixerConfig, param_views
 from litenet.runtime import int8_plan
-from litenet.runtime.cuda_net import pad64
+from litenet.runtime.cuda_net import Arena, pad64
 from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 
 
@@ -85,29 +85,10 @@ def load_mixer_int8(files: ModelFiles) -> MixerWeights:
     return pack_mixer_int8(plan)
 
 
-class _Arena:
-    """Tensors one after another, each at an offset that is a multiple of 64 elements (16-byte aligned)."""
-
-    def __init__(self, dtype):
-        self.parts, self.size, self.dtype = [], 0, dtype
-
-    def add(self, values: np.ndarray) -> int:
-        offset, flat = self.size, np.ascontiguousarray(values, self.dtype).ravel()
-        self.parts.append((offset, flat))
-        self.size = pad64(offset + flat.size)
-        return offset
-
-    def array(self) -> np.ndarray:
-        out = np.zeros(max(self.size, 64), self.dtype)
-        for offset, flat in self.parts:
-            out[offset:offset + flat.size] = flat
-        return out
-
-
 def pack_mixer_int8(plan: int8_plan.Plan) -> MixerWeights:
     """The int8 plan → packed words, floats and their offsets."""
     model, t = _check_mixer(plan.model), plan.tensors
-    words, floats = _Arena(np.int32), _Arena(np.float32)
+    words, floats = Arena(np.int32), Arena(np.float32)
     at, scales = {}, {}
     for op in graph.ops_of(model):
         if op.kind == "layernorm":

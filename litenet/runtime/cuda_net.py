@@ -62,7 +62,7 @@ class PackedNet:
         return float(self.floats[self.layout[phase, 3]])
 
 
-class _Arena:
+class Arena:
     """Tensors appended one after another, each at an offset that is a multiple of 64 elements."""
 
     def __init__(self, dtype):
@@ -104,7 +104,7 @@ def load_fp32(files: ModelFiles) -> tuple[ModelConfig, dict[str, np.ndarray], tu
 
 def pack_fp32(shape: ModelConfig, t: dict[str, np.ndarray], classes=()) -> PackedNet:
     """Float weights (in, out) → the fp32 kernels' arena and layout."""
-    arena = _Arena(np.float32)
+    arena = Arena(np.float32)
     layout = np.full((phases(shape), LAYOUT_WIDTH), NO_TENSOR, np.int32)
     for p, (name, _n, _k) in enumerate(layers(shape)):
         layout[p, 0] = arena.add(_padded(t[f"{name}.weight"].T))
@@ -131,7 +131,7 @@ def pack_int8(plan: int8_plan.Plan) -> PackedNet:
     """The int8 plan → the int8 kernels' word arena (weights), float arena and layout."""
     shape, t = plan.model, plan.tensors
     check_family(shape)
-    words, floats = _Arena(np.int32), _Arena(np.float32)
+    words, floats = Arena(np.int32), Arena(np.float32)
     layout = np.full((phases(shape), LAYOUT_WIDTH), NO_TENSOR, np.int32)
     for p, (name, n, k) in enumerate(layers(shape)):
         w = np.asarray(t[f"{name}.weight"], np.int8)
