@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import statistics
 import sys
 import time
 import traceback
@@ -41,6 +40,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+from bench_gpu import cupy_timer, median_ms, torch_timer  # noqa: E402 (the timing of make bench-gpu)
 
 from litenet.model import init_params, load_preset, override, param_count  # noqa: E402 (after the path)
 
@@ -85,40 +86,6 @@ def floor_ms(model, train, batch: int, precision: str) -> dict:
             "bound": "FLOP" if flop_ms >= byte_ms else "bytes"}
 
 
-# -- timing -----------------------------------------------------------------------------------------
-
-def median_ms(run, steps: int, repeats: int, record, before=None) -> float:
-    times = []
-    for _ in range(repeats):
-        if before is not None:
-            before()
-        times.append(record(run) / steps)
-    return statistics.median(times)
-
-
-def cupy_record(stream):
-    import cupy
-
-    def record(run):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        run()
-        end.record(stream)
-        end.synchronize()
-        return cupy.cuda.get_elapsed_time(start, end)
-    return record
-
-
-def torch_record(run):
-    import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    run()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
-
-
 def schedule(rng, model, train, batch: int, n: int):
     """n steps of batch indices, flips, crop offsets and learning rates (the preset's peak lr)."""
     batches = np.stack([rng.permutation(DATASET)[:batch] for _ in range(n)])
@@ -137,6 +104,7 @@ def bench_litenet(*args) -> dict:
 
 
 def _litenet_ms(model, train, params, images, labels, sched, precision, steps, repeats) -> dict:
+    import cupy
     train = override(train, {"precision": precision})
     batches, flips, crops, lrs = sched
     if model.family == "mixer":
@@ -161,7 +129,7 @@ def _litenet_ms(model, train, params, images, labels, sched, precision, steps, r
         rows = slice(i, i + steps)
         backend.train_steps(batches[rows], lrs[rows], flips=flips[rows], **extra(rows))
         cursor[0] += steps
-    ms = median_ms(run, steps, repeats, cupy_record(backend.dev.stream), before=backend.fetch_stats)
+    ms = median_ms(run, steps, repeats, cupy_timer(cupy, backend.dev.stream), before=backend.fetch_stats)
     out = {"ms": ms, "arena_bytes": backend.memory_report()["arena_bytes"], "warmup_last_loss": float(loss[-1])}
     if hasattr(backend, "plan"):
         out["plan"] = backend.plan
@@ -234,7 +202,7 @@ def _torch_ms(model, train, params, images, labels, sched, precision, steps, rep
     def run():
         for _ in range(steps):
             graphed()
-    ms = median_ms(run, steps, repeats, torch_record)
+    ms = median_ms(run, steps, repeats, torch_timer(torch))
     torch.cuda.synchronize()
     return {"ms": ms, "peak_bytes": int(torch.cuda.max_memory_allocated())}
 
