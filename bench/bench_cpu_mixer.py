@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -32,21 +31,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from machine import cpu_name  # noqa: E402
+
 # timed steps per side for each preset: about 10 s (litenet-mixer-cpu) and 1–2 min (litenet-mixer)
 # of one side's steps on a quiet 2-core CPU
 DEFAULT_STEPS = {"litenet-mixer-cpu": 100, "litenet-mixer": 40}
 TORCH_KIND = {"weight": "weight", "bias": "bias", "gamma": "weight", "beta": "bias"}  # LiteNet's → nn.Module's
 
 
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo (Linux), else platform's guess."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:

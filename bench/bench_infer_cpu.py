@@ -24,16 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from machine import cpu_name  # noqa: E402
+
 BATCHES = (1, 256)
 CALLS = {1: 40, 256: 3}  # timed calls per model and round
 WARMUP = {1: 5, 256: 1}
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def load_models(folder: Path, threads: int, peer_calib: int):

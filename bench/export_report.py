@@ -14,7 +14,6 @@ import dataclasses
 import io
 import math
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from litenet.errors import LiteNetError  # noqa: E402
 from litenet.export import checks, evaluate, onnx_graph, peer, qdq, refine  # noqa: E402
@@ -33,6 +33,7 @@ from litenet.export.pipeline import COMPARE_IMAGES, DEFAULT_CALIB, DEFAULT_METHO
 from litenet.graph import products  # noqa: E402
 from litenet.runtime import int8_plan as plan_rt  # noqa: E402
 from litenet.weights import load_model  # noqa: E402
+from machine import cpu_name  # noqa: E402
 
 BATCHES = (1, 256)
 # Many short rounds, every model in each, so background load (other people's jobs on a shared
@@ -41,15 +42,6 @@ REPEATS = {1: 50, 256: 4}
 WARMUP = {1: 5, 256: 1}
 
 
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo (Linux), else platform's guess."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def run_plan_tensors(tensors: dict, model, scales, weights: qdq.Int8Weights, images: np.ndarray) -> np.ndarray:
