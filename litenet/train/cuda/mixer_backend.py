@@ -133,9 +133,6 @@ class MixerCudaBackend(DeviceSchedule):
                     self.dev.launch(launch)
                 n = 1
             else:
-                n = self.steps_per_graph if count - k >= self.steps_per_graph else 1
-                if n not in self._graphs:
-                    self._graphs[n] = self.dev.capture(self._steps * n)
-                self.dev.replay(self._graphs[n])
+                n = self._replay_steps(count - k)
             k += n
             self._done += n

@@ -50,8 +50,18 @@ def check_images(images, what: str) -> None:
 class DeviceSchedule:
     """Mixin of a CUDA backend whose arena `v` holds `stats` (one row per step), `ctr` (the step
     counter), `eval_images` and `Z` (the logits), and which sets `dev`, `batch`, `model`,
+    `_steps` (a step's launches), `_graphs` (captured graphs by length), `steps_per_graph`,
     `stats_layout`, `comm` (None on one GPU), `_eval` (the forward launches), `_pos` (schedule rows
     in use) and `_pending` (drained statistics not yet fetched)."""
+
+    def _replay_steps(self, remaining: int) -> int:
+        """Up to steps_per_graph of the `remaining` steps as one CUDA graph of `_steps` repeated
+        (captured once per length, then replayed); returns how many steps it enqueued."""
+        n = self.steps_per_graph if remaining >= self.steps_per_graph else 1
+        if n not in self._graphs:
+            self._graphs[n] = self.dev.capture(self._steps * n)
+        self.dev.replay(self._graphs[n])
+        return n
 
     def fetch_stats(self) -> dict[str, np.ndarray]:
         """Per-step statistics since the last call (backends.STAT_FIELDS); waits for the GPU."""
