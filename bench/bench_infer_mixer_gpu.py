@@ -16,6 +16,9 @@ Contenders, all in one run: LiteNet fp32, LiteNet int8 (the plan, dp4a), PyTorch
 - batch-4096 throughput: events around --steps back-to-back forwards on the GPU; median of a few.
 - a short batch-size scan of LiteNet fp32 and int8.
 Targets: LiteNet batch-1 latency ≤ 0.2× PyTorch eager's; int8 throughput ≥ 1.5× LiteNet fp32's.
+With --test-data (trained --models only) it also scores every contender on the 10,000 test images:
+LiteNet fp32 and int8, PyTorch fp32, the NumPy forward, and ONNX Runtime fp32 / int8 where the
+folder has model.onnx / model.int8.onnx (litenet export --int8).
 Prints a Markdown table; --out writes it, and the raw numbers as .json beside it. About 1–2 minutes on
 an H200 (most of it NVRTC compiling the kernels on first use).
 """
@@ -121,6 +124,43 @@ def bench_model(folder: Path, args) -> dict:
             "launches": len(contenders["LiteNet fp32"].be.prepare(1).launches)}
 
 
+def test_accuracy(folder: Path, data: str) -> dict:
+    """Accuracy on the full test set of each way to run the folder's model, and how often each one's
+    class differs from the NumPy forward's (the reference every exported form is checked against)."""
+    from litenet.data import open_cifar10
+    from litenet.insight.confusion import predict
+    from litenet.runtime.model_files import ModelFiles
+
+    test = open_cifar10(data=data, progress=False).test
+    images, labels = np.asarray(test.images), np.asarray(test.labels, np.int64)
+    params, model, _, _ = load_model(folder)
+    reference = np.asarray(predict(params, images, model))
+    contenders = {"NumPy forward fp32": lambda x: reference,
+                  "LiteNet fp32": LiteNet(folder, "fp32").predict, "LiteNet int8": LiteNet(folder, "int8").predict,
+                  "PyTorch eager fp32": Torch(folder).predict}
+    for precision, file in (("fp32", "model.onnx"), ("int8", "model.int8.onnx")):
+        if (folder / file).is_file():
+            from litenet.runtime.onnxruntime_backend import OnnxRuntimeInference
+            contenders[f"ONNX Runtime {precision}"] = OnnxRuntimeInference(ModelFiles.locate(folder), precision).predict
+    out = {}
+    for name, run in contenders.items():
+        pred = run(images) if name.startswith("NumPy") else np.concatenate(
+            [run(images[i:i + 1000]).argmax(1) for i in range(0, len(images), 1000)])
+        out[name] = {"accuracy": float(np.mean(pred == labels)), "differs_from_numpy": int(np.sum(pred != reference))}
+        print(f"  {folder.name} {name}: test accuracy {100 * out[name]['accuracy']:.2f} %, "
+              f"{out[name]['differs_from_numpy']} classes differ from the NumPy forward", flush=True)
+    return out
+
+
+def accuracy_table(results: dict) -> str:
+    lines = ["", "Accuracy on the 10,000 CIFAR-10 test images:", "",
+             "| model | contender | test accuracy | classes ≠ NumPy forward |", "|---|---|---:|---:|"]
+    for model, res in results.items():
+        for name, r in res.get("test", {}).items():
+            lines.append(f"| {model} | {name} | {100 * r['accuracy']:.2f} % | {r['differs_from_numpy']} |")
+    return "\n".join(lines) + "\n"
+
+
 def kernel_times_us(lite, images, count: int = 10) -> dict:
     """µs per forward spent in each kernel: every launch of the forward timed alone (`count` back to back,
     median of 3), summed by kernel name. Alone, a launch has no neighbour to overlap with, so the sum is
@@ -176,8 +216,11 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=10, help="forwards per throughput timing")
     parser.add_argument("--repeats", type=int, default=200, help="batch-1 timings (median)")
     parser.add_argument("--throughput-repeats", type=int, default=5)
+    parser.add_argument("--test-data", metavar="DIR", help="also score each contender on the CIFAR-10 test set here")
     parser.add_argument("--out", help="write the table (Markdown) here and the numbers as .json beside it")
     args = parser.parse_args(argv)
+    if args.test_data and not args.models:
+        parser.error("--test-data scores trained models: give their folders with --models")
 
     import cupy
     props = cupy.cuda.runtime.getDeviceProperties(0)
@@ -189,7 +232,9 @@ def main(argv=None):
         for folder in folders:
             preset = json.loads((folder / "config.json").read_text()).get("preset", folder.name)
             results[preset] = bench_model(folder, args)
-    text = table(results, floor, device)
+            if args.test_data:
+                results[preset]["test"] = test_accuracy(folder, args.test_data)
+    text = table(results, floor, device) + (accuracy_table(results) if args.test_data else "")
     print(text)
     if args.out:
         Path(args.out).write_text(text)

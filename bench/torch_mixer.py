@@ -6,8 +6,8 @@ across the patches (a Linear on the transposed tensor)] and [LayerNorm → MLP a
 each residual → LayerNorm → mean over the patches → head), the same initial weights (copied from
 litenet.model.init_params), AdamW with no decay on biases and LayerNorm's γ and β (fused), label
 smoothing, warm-up then cosine per step. The training set lives on the GPU as uint8 and the
-augmentation (random crop of the reflect-padded image, flip) runs there, from the same per-epoch
-offsets and flips LiteNet's schedule draws.
+augmentation (random crop of the reflect-padded image, flip, cutout) runs there, from the same
+per-epoch offsets, flips and cutout centres LiteNet's schedule draws.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from litenet.model import MixerConfig, TrainConfig, param_views
+from litenet.train.augment import CUTOUT_FILL
 
 
 class Block(nn.Module):
@@ -62,8 +63,11 @@ class TorchMixer(nn.Module):
         self.load_state_dict(state)
 
 
-def augment(images_u8: torch.Tensor, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, pad: int):
-    """The batch's images as floats in [0, 1], cropped from the reflect-padded image and flipped, on the GPU."""
+def augment(images_u8: torch.Tensor, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, pad: int,
+            cutouts: torch.Tensor | None = None, cut: int = 0):
+    """The batch's images as floats in [0, 1], cropped from the reflect-padded image, flipped, then with
+    the cut × cut square at cutouts[b] filled with CUTOUT_FILL / 255 (litenet.train.augment.cutout_square's
+    rule: rows and columns from centre − ⌊cut/2⌋, clipped to the image), on the GPU."""
     x = images_u8.index_select(0, index).permute(0, 3, 1, 2).float() / 255.0  # (B, 3, 32, 32)
     if pad:
         x = F.pad(x, (pad, pad, pad, pad), mode="reflect")
@@ -73,7 +77,14 @@ def augment(images_u8: torch.Tensor, index: torch.Tensor, flips: torch.Tensor, c
         x = x.permute(0, 2, 3, 1)[b, rows[:, :, None], cols[:, None, :]]  # (B, 32, 32, 3)
     else:
         x = x.permute(0, 2, 3, 1)
-    return torch.where(flips[:, None, None, None], x.flip(2), x)
+    x = torch.where(flips[:, None, None, None], x.flip(2), x)
+    if cutouts is None or not cut:
+        return x
+    steps = torch.arange(32, device=x.device)
+    low = cutouts.long() - cut // 2  # (B, 2)
+    inside = (steps >= low[:, :, None]) & (steps < low[:, :, None] + cut)  # (B, 2, 32): rows, columns
+    square = inside[:, 0, :, None] & inside[:, 1, None, :]
+    return torch.where(square[:, :, :, None], torch.tensor(CUTOUT_FILL / 255.0, device=x.device), x)
 
 
 class TorchTrainer:
@@ -94,12 +105,14 @@ class TorchTrainer:
         self.images = torch.tensor(images, device=device)
         self.labels = torch.tensor(labels.astype(np.int64), device=device)
         self.pad = t.crop_padding if "crop" in t.augmentations else 0
+        self.cut = t.cutout_size if "cutout" in t.augmentations else 0
         self.forward = torch.compile(self.net) if compile else self.net
 
-    def step(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, lr: float) -> torch.Tensor:
+    def step(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, lr: float,
+             cutouts: torch.Tensor | None = None) -> torch.Tensor:
         for group in self.opt.param_groups:
             group["lr"] = lr
-        x = augment(self.images, index, flips, crops, self.pad)
+        x = augment(self.images, index, flips, crops, self.pad, cutouts, self.cut)
         loss = F.cross_entropy(self.forward(x), self.labels.index_select(0, index),
                                label_smoothing=self.t.label_smoothing)
         self.opt.zero_grad(set_to_none=True)

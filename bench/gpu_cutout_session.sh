@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One GPU session's queue for the cutout recipe (litenet-mixer-cutout), run in the background on the
+# warm machine (setsid) while later calls collect DIR: logs and JSON of each job, in this order —
+#   1. time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches, flips, crops
+#      and cutouts, each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train --stop-at);
+#   2. `litenet train` of the preset as a user runs it (the CUDA backend, BF16), the model folder kept;
+#   3. a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the same
+#      recipe, 100 epochs (gpu_mixer_recipes.sh).
+# Needs the full CIFAR-10 at DATA (shared/tools/device-data).
+#
+#   DATA=/root/cifar10/cifar-10-batches-bin DIR=/root/litenet-cutout setsid bench/gpu_cutout_session.sh &
+set -u
+DATA=${DATA:-/root/cifar10/cifar-10-batches-bin}
+DIR=${DIR:-/root/litenet-cutout}
+mkdir -p "$DIR"
+export PYTHONPATH=${PYTHONPATH:-.} PYTHONUNBUFFERED=1
+note() { echo "[$(date -u +%T)] $*" >>"$DIR/queue.log"; }
+
+note "time to 82 %: litenet-mixer-cutout, LiteNet BF16 vs PyTorch eager vs torch.compile"
+python3 bench/bench_mixer_gpu.py train --preset litenet-mixer-cutout --data "$DATA" --epochs 100 \
+    --runs litenet:bf16 torch torch-compile --stop-at 0.82 --targets 0.78 0.80 0.82 \
+    --out "$DIR/train-cutout-peers.json" >"$DIR/train-cutout-peers.log" 2>&1
+note "done (rc $?)"
+
+note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16"
+python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
+    --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1
+note "done (rc $?)"
+
+note "wider Mixer, cutout recipe, 100 epochs"
+DATA=$DATA DIR=$DIR bench/gpu_mixer_recipes.sh \
+    wide256-cutout16:100:width=256,token_hidden=128,channel_hidden=1024,augment=crop+flip+cutout,cutout_size=16
+note "queue finished"
