@@ -22,7 +22,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     parser.add_argument("--force", action="store_true", help="start over even if --out holds a run")
     parser.add_argument("--check-kernels", type=int, default=0, metavar="N",
-                        help="CUDA: compare every kernel with its NumPy twin for the first N steps")
+                        help="CUDA (MLP and Mixer): run the first N steps launch by launch, each kernel's "
+                             "output held to its NumPy twin; then train on as usual")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"], help="NumPy backend precision")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar, one line per epoch")
     ranks = parser.add_mutually_exclusive_group()

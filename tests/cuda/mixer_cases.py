@@ -1,18 +1,20 @@
 """The Mixer's kernels in the one compare helper (harness.compare_kernel): a case each, registered
-into harness.CASES when this module is imported. Twins: litenet.ops (and the training twins of
-litenet.train.reference and litenet.train.augment), recomputed in float64."""
+into harness.CASES when this module is imported. A case draws the inputs and launches; the twin is
+the kernel's entry in litenet.train.cuda.mixer_twins, the table check_kernels uses too (litenet.ops
+and the training twins of litenet.train.reference and litenet.train.augment, in float64)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from harness import _nan, _schedule, _splitk, _tiles, _with, case
+from harness import _nan, _schedule, _splitk, _tiles, case, precision
 
-from litenet import ops
+from litenet.gpu import sources
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout
 from litenet.train import augment
-from litenet.train import reference as ref
+from litenet.train.cuda.kernel_args import kernel_args
+from litenet.train.cuda.mixer_twins import MIXER_TWINS
 from litenet.train.numpy_backend import decay_mask
 
 i32, f32 = np.int32, np.float32
@@ -22,81 +24,72 @@ def _operands(rng, *shapes, scale=None):
     return [(rng.standard_normal(s) * (scale or 1.0)).astype(f32) for s in shapes]
 
 
+def _by_twin(runner, kernel, grid, **named):
+    """Launch `kernel` with its arguments by name, and its twin's outputs from the inputs it reads as
+    they were before the launch: the (got, want, terms, counters) a case returns."""
+    twin = MIXER_TWINS[precision(kernel)[0]]
+    params = sources.signatures(sources.kernel_file(kernel))[kernel]
+    a = {p.name: named[p.name].item() for p in params if p.kind != "pointer"}
+    for name in twin.reads:
+        host = runner.get(named[name])
+        a[name] = host.astype(np.float64) if host.dtype.kind == "f" else host
+    runner.launch(kernel, grid, kernel_args(kernel, **named))
+    outs = twin.outputs(a)
+    got = {k: named[k][o.at] if o.at else named[k] for k, o in outs.items()}
+    return got, {k: o.want for k, o in outs.items()}, {k: o.terms for k, o in outs.items()}, named.get("counters")
+
+
 @case("linear_residual_forward", "linear_backward_input_gelu")
 def _linear_mixer(r, rng, kernel, B, n_in, n_out, splits=1):
     """The two channel-product kernels the Mixer adds to linear.cu (64-row tiles)."""
     x, b, res = _operands(rng, (B, n_in), (n_out,), (B, n_out))
     W = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(f32)
-    x64, W64, b64 = (a.astype(np.float64) for a in (x, W, b))
+    sizes = {"B": i32(B), "n_in": i32(n_in), "n_out": i32(n_out), "splits": i32(splits)}
     if kernel.startswith("linear_residual_forward"):
         tiles = _tiles(B, n_out)
         scratch, counters = _splitk(r, tiles, splits)
-        y = _nan(r, (B, n_out))
-        r.launch(kernel, tiles * splits, (r.put(x), r.put(W), r.put(b), r.put(res), y, i32(B), i32(n_in), i32(n_out),
-                                        i32(splits), scratch, counters))
-        return {"y": y}, {"y": res + ops.linear_forward(x64, W64, b64)}, {"y": n_in}, counters
+        return _by_twin(r, kernel, tiles * splits, x=r.put(x), W=r.put(W), bias=r.put(b), r=r.put(res),
+                        y=_nan(r, (B, n_out)), scratch=scratch, counters=counters, **sizes)
     dy, u = _operands(rng, (B, n_out), (B, n_in))
     tiles = _tiles(B, n_in)
     scratch, counters = _splitk(r, tiles, splits)
-    du = _nan(r, (B, n_in))
-    r.launch(kernel, tiles * splits, (r.put(dy), r.put(W), r.put(u), du, i32(B), i32(n_in), i32(n_out), i32(splits),
-                                    scratch, counters))
-    da = ops.linear_backward(dy.astype(np.float64), x64, W64)[0]
-    return {"∂u": du}, {"∂u": ops.gelu_backward(da, u.astype(np.float64))}, {"∂u": n_out}, counters
+    return _by_twin(r, kernel, tiles * splits, dy=r.put(dy), W=r.put(W), u=r.put(u), du=_nan(r, (B, n_in)),
+                    scratch=scratch, counters=counters, **sizes)
 
 
 @case("token_linear_gelu_forward", "token_linear_residual_forward", "token_linear_backward_input",
       "token_linear_backward_input_gelu", "token_linear_backward_weight")
 def _token(r, rng, kernel, T, T_out, N, splits=1):
     """The product across the patches on (T, N) matrices: W (T, T'), bias (T',)."""
-    name = kernel.removesuffix("_tf32").removesuffix("_bf16")
+    name = precision(kernel)[0]
     x, b, dy, res = _operands(rng, (T, N), (T_out,), (T_out, N), (T_out, N))
     W = (rng.standard_normal((T, T_out)) / np.sqrt(T)).astype(f32)
-    x64, W64, b64, dy64 = (a.astype(np.float64) for a in (x, W, b, dy))
-    if name.endswith("forward"):
-        tiles = _tiles(T_out, N)
-        scratch, counters = _splitk(r, tiles, splits)
-        y64 = ops.token_linear_forward(x64, W64, b64)
-        if name == "token_linear_gelu_forward":
-            u, a = _nan(r, (T_out, N)), _nan(r, (T_out, N))
-            r.launch(kernel, tiles * splits, (r.put(x), r.put(W), r.put(b), u, a, i32(T), i32(T_out), i32(N),
-                                            i32(splits), scratch, counters))
-            return {"u": u, "a": a}, {"u": y64, "a": ops.gelu_forward(y64)}, {"u": T, "a": T}, counters
-        y = _nan(r, (T_out, N))
-        r.launch(kernel, tiles * splits, (r.put(x), r.put(W), r.put(b), r.put(res), y, i32(T), i32(T_out), i32(N),
-                                        i32(splits), scratch, counters))
-        return {"y": y}, {"y": res + y64}, {"y": T}, counters
-    dx_ref, dW_ref, _ = ops.token_linear_backward(dy64, x64, W64)
-    if name == "token_linear_backward_weight":
-        tiles = _tiles(T, T_out)
-        scratch, counters = _splitk(r, tiles, splits)
-        dW = _nan(r, (T, T_out))
-        r.launch(kernel, tiles * splits, (r.put(x), r.put(dy), dW, i32(T), i32(T_out), i32(N), i32(splits), scratch,
-                                        counters))
-        return {"∂W": dW}, {"∂W": dW_ref}, {"∂W": N}, counters
-    tiles = _tiles(T, N)
+    sizes = {"T": i32(T), "T_out": i32(T_out), "N": i32(N), "splits": i32(splits)}
+    rows, cols = {"token_linear_backward_weight": (T, T_out)}.get(name, (T_out, N) if name.endswith("forward")
+                                                                  else (T, N))
+    tiles = _tiles(rows, cols)
     scratch, counters = _splitk(r, tiles, splits)
-    dx = _nan(r, (T, N))
+    grid, common = tiles * splits, {"scratch": scratch, "counters": counters, **sizes}
+    if name == "token_linear_gelu_forward":
+        return _by_twin(r, kernel, grid, x=r.put(x), W=r.put(W), bias=r.put(b), u=_nan(r, (T_out, N)),
+                        a=_nan(r, (T_out, N)), **common)
+    if name == "token_linear_residual_forward":
+        return _by_twin(r, kernel, grid, x=r.put(x), W=r.put(W), bias=r.put(b), r=r.put(res), y=_nan(r, (T_out, N)),
+                        **common)
+    if name == "token_linear_backward_weight":
+        return _by_twin(r, kernel, grid, x=r.put(x), dy=r.put(dy), dW=_nan(r, (T, T_out)), **common)
     if name == "token_linear_backward_input":
-        r.launch(kernel, tiles * splits, (r.put(dy), r.put(W), dx, i32(T), i32(T_out), i32(N), i32(splits), scratch,
-                                        counters))
-        return {"∂x": dx}, {"∂x": dx_ref}, {"∂x": T_out}, counters
+        return _by_twin(r, kernel, grid, dy=r.put(dy), W=r.put(W), dx=_nan(r, (T, N)), **common)
     u = _operands(rng, (T, N))[0]
-    r.launch(kernel, tiles * splits, (r.put(dy), r.put(W), r.put(u), dx, i32(T), i32(T_out), i32(N), i32(splits),
-                                    scratch, counters))
-    return {"∂u": dx}, {"∂u": ops.gelu_backward(dx_ref, u.astype(np.float64))}, {"∂u": T_out}, counters
+    return _by_twin(r, kernel, grid, dy=r.put(dy), W=r.put(W), u=r.put(u), du=_nan(r, (T, N)), **common)
 
 
 @case("layernorm_forward")
 def _plain_layernorm(r, rng, name, B, d):
     x = (3 + 2 * rng.standard_normal((B, d))).astype(f32)
     gamma, beta = (1 + 0.3 * rng.standard_normal(d)).astype(f32), rng.standard_normal(d).astype(f32)
-    y_ref, (n_ref, rstd_ref) = ops.layernorm_forward(x.astype(np.float64), gamma.astype(np.float64),
-                                                     beta.astype(np.float64), 1e-5)
-    y, n, rstd = _nan(r, (B, d)), _nan(r, (B, d)), _nan(r, (B,))
-    r.launch(name, math.ceil(B / 8), (r.put(x), r.put(gamma), r.put(beta), y, n, rstd, i32(B), i32(d), f32(1e-5)))
-    return {"y": y, "n": n, "rstd": rstd}, {"y": y_ref, "n": n_ref, "rstd": rstd_ref[:, 0]}, \
-        {"y": d, "n": d, "rstd": d}, None
+    return _by_twin(r, name, math.ceil(B / 8), x=r.put(x), gamma=r.put(gamma), beta=r.put(beta), y=_nan(r, (B, d)),
+                    nrm=_nan(r, (B, d)), rstd=_nan(r, (B,)), B=i32(B), d=i32(d), eps=f32(1e-5))
 
 
 @case("patches_gather")
@@ -104,28 +97,22 @@ def _patches(r, rng, name, B, patch, pad=4, cut=0, shift=0.5, scale=1.0, grid=5)
     """The step's images from the uint8 set, cropped, flipped and cut out: exactly augment.apply then ops.patchify."""
     N = B + 3
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
-    batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
+    batches, flips, ctr, _, _ = _schedule(r, rng, N, B)
     crops = rng.integers(0, 2 * pad + 1, (3, B, 2)).astype(np.int8)
     cutouts = rng.integers(0, 32, (3, B, 2)).astype(np.int8)
     cutouts[1, 0] = (0, 31)  # a square over two edges at once
     T, per = (32 // patch) ** 2, patch * patch * 3
-    out = _nan(r, (T, B, per))
-    r.launch(name, grid, (r.put(images), batches, flips, r.put(crops), r.put(cutouts), ctr, out, i32(B), i32(patch),
-                          i32(pad), i32(cut), i32(augment.CUTOUT_FILL), f32(shift), f32(scale)))
-    x = augment.apply(images, index, flip, crops[1] if pad else None, pad, cutouts[1] if cut else None, cut)
-    return {"patches": out}, {"patches": ops.patchify(ops.pixels_to_float(x, np.float64), patch, shift, scale)}, \
-        {"patches": 2}, None
+    return _by_twin(r, name, grid, images=r.put(images), batches=batches, flips=flips, crops=r.put(crops),
+                    cutouts=r.put(cutouts), ctr=ctr, out=_nan(r, (T, B, per)), B=i32(B), patch=i32(patch),
+                    pad=i32(pad), cut=i32(cut), fill=i32(augment.CUTOUT_FILL), shift=f32(shift), scale=f32(scale))
 
 
 @case("mean_tokens_forward", "mean_tokens_backward")
 def _mean_tokens(r, rng, name, T, N, grid=3):
     x, dy = _operands(rng, (T, N), (N,))
-    out = _nan(r, (N,) if name.endswith("forward") else (T, N))
     if name.endswith("forward"):
-        r.launch(name, grid, (r.put(x), out, i32(T), i32(N)))
-        return {"y": out}, {"y": ops.mean_tokens_forward(x.astype(np.float64))}, {"y": T}, None
-    r.launch(name, grid, (r.put(dy), out, i32(T), i32(N)))
-    return {"∂x": out}, {"∂x": ops.mean_tokens_backward(dy.astype(np.float64), T)}, {}, None
+        return _by_twin(r, name, grid, x=r.put(x), y=_nan(r, (N,)), T=i32(T), N=i32(N))
+    return _by_twin(r, name, grid, dy=r.put(dy), dx=_nan(r, (T, N)), T=i32(T), N=i32(N))
 
 
 @case("cross_entropy_smoothed")
@@ -133,13 +120,10 @@ def _smoothed(r, rng, name, B, C, eps=0.1):
     z = rng.standard_normal((B, C)).astype(f32)
     N = B + 3
     labels = rng.integers(0, C, N).astype(np.uint8)
-    batches, _, ctr, index, _ = _schedule(r, rng, N, B)
-    y, z64 = labels[index].astype(np.int64), z.astype(np.float64)
-    dz, stats = _nan(r, (B, C)), r.put(np.zeros((2, 4), f32))
-    r.launch(name, math.ceil(B / 256), (r.put(z), r.put(labels), batches, ctr, dz, stats, i32(4), i32(B), i32(C), f32(eps)))
-    value, _ = ops.cross_entropy_forward(z64, y, eps)
-    return {"∂z": dz, "stats": stats}, {"∂z": ops.cross_entropy_backward(z64, y, eps),
-                                        "stats": _with(np.zeros((2, 4)), 1, 0, [value])}, {"∂z": C, "stats": B * C}, None
+    batches, _, ctr, _, _ = _schedule(r, rng, N, B)
+    return _by_twin(r, name, math.ceil(B / 256), z=r.put(z), labels=r.put(labels), batches=batches, ctr=ctr,
+                    dz=_nan(r, (B, C)), stats=r.put(np.zeros((2, 4), f32)), stat_width=i32(4), B=i32(B), C=i32(C),
+                    eps=f32(eps))
 
 
 @case("adamw_update")
@@ -155,17 +139,11 @@ def _adamw(r, rng, name, width=8, blocks=1, t=3, threshold=float("inf"), grid=3)
     stats = np.zeros((2, width_row), f32)
     stats[1, 3:] = [float(np.dot(g[p.offset:p.offset + p.size].astype(np.float64), g[p.offset:p.offset + p.size]))
                     for p in specs]
-    lrs, steps = np.array([0.0, 0.01], f32), np.array([0, t], i32)
-    ctr = r.put(np.array([1, 0], i32))
-    wd, md, vd, st = r.put(w), r.put(m), r.put(v), r.put(stats)
-    r.launch(name, grid, (wd, md, vd, r.put(g), r.put(decay), r.put(lrs), r.put(steps), ctr, st, i32(width_row), i32(P),
-                          i32(len(specs)), f32(0.9), f32(0.999), f32(1e-8), f32(threshold), f32(1.0)))
-    w64, m64, v64, g64 = (a.astype(np.float64) for a in (w, m, v, g))
-    norm, clipped = ref.grad_norm_clip(g64, threshold, 1.0)
-    ref.adamw_update(w64, m64, v64, g64, t, 0.01, 0.9, 0.999, 1e-8, decay.astype(np.float64))
-    want_stats = _with(stats, 1, 1, [norm, float(clipped)])
-    return {"w": wd, "m": md, "v": vd, "stats": st}, {"w": w64, "m": m64, "v": v64, "stats": want_stats}, \
-        {"w": 8, "m": 2, "v": 2, "stats": P}, None
+    return _by_twin(r, name, grid, params=r.put(w), m=r.put(m), v=r.put(v), grads=r.put(g), decay=r.put(decay),
+                    lrs=r.put(np.array([0.0, 0.01], f32)), steps=r.put(np.array([0, t], i32)),
+                    ctr=r.put(np.array([1, 0], i32)), stats=r.put(stats), stat_width=i32(width_row), n=i32(P),
+                    T=i32(len(specs)), beta1=f32(0.9), beta2=f32(0.999), eps=f32(1e-8), threshold=f32(threshold),
+                    clip_norm=f32(1.0))
 
 
 MIXER_KERNEL_SHAPES = [

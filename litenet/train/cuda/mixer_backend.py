@@ -15,8 +15,10 @@ import numpy as np
 from litenet.errors import LiteNetError
 from litenet.gpu.launch import check_launch
 from litenet.model import MixerConfig, TrainConfig
+from litenet.train.cuda.check import BufferNames, check_step, run_against_twin
 from litenet.train.cuda.layout import param_offsets
 from litenet.train.cuda.mixer_plans import MixerPlans, MixerShapes, arena_plan
+from litenet.train.cuda.mixer_twins import MIXER_TWINS
 from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images, check_precision, open_device
 from litenet.train.numpy_backend import decay_mask
 
@@ -37,8 +39,8 @@ class MixerCudaBackend(DeviceSchedule):
                                "use --backend numpy for other recipes")
         if comm is not None and getattr(comm, "world_size", 1) > 1:
             raise LiteNetError("data-parallel training of a Mixer on several GPUs is not written yet; use one GPU")
-        if check_kernels:
-            raise LiteNetError("--check-kernels covers the MLP's kernels; the Mixer's are checked by tests/cuda")
+        if check_kernels < 0:
+            raise LiteNetError("--check-kernels needs a number of steps ≥ 0")
         params, device = open_device(model, params, device, precision)
         self.model, self.train, self.dev, self.precision = model, train, device, precision
         self.shapes = MixerShapes(model, train.batch_size)
@@ -55,6 +57,8 @@ class MixerCudaBackend(DeviceSchedule):
         self.stats_layout = self.plans.stats_layout
         self._eval = self.plans.eval_forward()
         self.use_graph, self.steps_per_graph = graph, max(1, int(steps_per_graph))
+        # the first check_kernels steps run launch by launch, each held to its kernel's NumPy twin
+        self.check_kernels, self.check_report, self._names = int(check_kernels), {}, None
         self._steps, self._graphs, self._dataset, self._labels_host = None, {}, None, None
         self._pos, self._done, self._pending, self.updates = 0, 0, [], 0
 
@@ -68,6 +72,10 @@ class MixerCudaBackend(DeviceSchedule):
             raise LiteNetError(f"labels must be one per image, in 0…{self.model.classes - 1}")
         self._dataset = (self.dev.to_device(images), self.dev.to_device(labels.astype(np.uint8)))
         self._labels_host = len(images)
+        if self.check_kernels:  # the twins read the training set from host copies, not from the GPU
+            self._names = BufferNames(self.v, self.plans.p, self.plans.g)
+            for device_array, host in zip(self._dataset, (images, labels.astype(np.uint8))):
+                self._names.keep_host_copy(device_array, host)
         self._steps = self.plans.step(*self._dataset)
         for launch in self._steps + self._eval:
             check_launch(launch)  # every argument against its kernel's signature, once
@@ -128,7 +136,10 @@ class MixerCudaBackend(DeviceSchedule):
     def _run(self, count: int) -> None:
         k = 0
         while k < count:
-            if not self.use_graph or self._done == 0:  # the first step eagerly: modules load outside a capture
+            if self._done < self.check_kernels:
+                check_step(self._steps, self._done, self._run_checked, self.check_report)
+                n = 1
+            elif not self.use_graph or self._done == 0:  # the first step eagerly: modules load outside a capture
                 for launch in self._steps:
                     self.dev.launch(launch)
                 n = 1
@@ -136,3 +147,6 @@ class MixerCudaBackend(DeviceSchedule):
                 n = self._replay_steps(count - k)
             k += n
             self._done += n
+
+    def _run_checked(self, launch) -> dict[str, float]:
+        return run_against_twin(self.dev, launch, MIXER_TWINS, self._names)
