@@ -3,7 +3,9 @@ eager and torch.compile (TF32 on, data and augmentation on the GPU), timed in th
 
     python bench/bench_mixer_gpu.py steps --batches 256 1024 --out steps.json
         per-step time (median of CUDA-event-timed runs of 20 steps) of LiteNet in fp32/tf32/bf16 and of
-        PyTorch eager and compiled; peak GPU memory of each (the uint8 data set aside); FLOP floors
+        PyTorch eager and compiled; peak GPU memory of each (the uint8 data set aside; LiteNet's: its
+        arena); FLOP floors. A LiteNet contender is litenet[:precision[:activations]], e.g.
+        litenet:bf16:recompute (TrainConfig.activations: the smaller arena, blocks re-run in the backward)
     python bench/bench_mixer_gpu.py train [--data DIR] --epochs 40 --runs litenet:bf16 torch torch-compile
         whole training runs on CIFAR-10 with the preset's recipe: test accuracy after every epoch and
         the training time to reach each of --targets (80 %, 82 %) — evaluation time excluded throughout
@@ -40,6 +42,12 @@ def step_flops(model, batch: int) -> float:
     return 3 * 2 * per_image * batch
 
 
+def litenet_settings(name: str) -> dict:
+    """"litenet:bf16:recompute" → {"precision": "bf16", "activations": "recompute"} (fp32, keep if left out)."""
+    parts = name.split(":")[1:]
+    return {"precision": parts[0] if parts else "fp32", "activations": parts[1] if len(parts) > 1 else "keep"}
+
+
 def contenders(names: list[str], model, train, params, images, labels):
     """name → an object with step(rows, lrs) (rows: the step's batch, flips, crops) and logits(images)."""
     import torch
@@ -50,8 +58,7 @@ def contenders(names: list[str], model, train, params, images, labels):
     out = {}
     for name in names:
         if name.startswith("litenet"):
-            precision = name.split(":")[1] if ":" in name else "fp32"
-            backend = MixerCudaBackend(model, override(train, {"precision": precision}), params)
+            backend = MixerCudaBackend(model, override(train, litenet_settings(name)), params)
             backend.load_dataset(images, labels)
             out[name] = backend
         else:
@@ -117,7 +124,7 @@ def steps_mode(args) -> dict:
             floor_ms = 1e3 * step_flops(preset.model, batch) / (PEAK_TFLOPS[precision] * 1e12)
             rows.append({"batch": batch, "contender": name, "ms_per_step": ms, "memory_bytes": int(memory),
                          "flop_floor_ms": floor_ms, "times_floor": ms / floor_ms})
-            print(f"batch {batch:5d}  {name:16s} {ms:8.3f} ms/step  {memory / 2**20:8.1f} MiB  "
+            print(f"batch {batch:5d}  {name:22s} {ms:8.3f} ms/step  {memory / 2**20:8.1f} MiB  "
                   f"{ms / floor_ms:6.1f}× its {precision} FLOP floor", flush=True)
             del c
     return {"rows": rows, "gpu": torch.cuda.get_device_name()}
@@ -170,7 +177,8 @@ def main() -> None:
     s = sub.add_parser("steps")
     s.add_argument("--batches", type=int, nargs="+", default=[256, 1024])
     s.add_argument("--contenders", nargs="+",
-                   default=["litenet:fp32", "litenet:tf32", "litenet:bf16", "torch", "torch-compile"])
+                   default=["litenet:fp32", "litenet:tf32", "litenet:bf16", "litenet:bf16:recompute", "torch",
+                            "torch-compile"])
     s.add_argument("--steps", type=int, default=20)
     s.add_argument("--repeats", type=int, default=5)
     t = sub.add_parser("train")

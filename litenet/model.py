@@ -34,6 +34,7 @@ SCHEDULES = ("constant", "cosine")
 OPTIMIZERS = ("sgd", "adamw")
 DECAY = ("all", "weights")
 PRECISIONS = ("fp32", "tf32", "bf16")
+ACTIVATION_MODES = ("keep", "recompute")
 AUGMENTS = ("crop", "flip", "cutout")  # combinable: "crop+flip", "crop+flip+cutout"; "none" for none
 PATCHES = (1, 2, 4, 8, 16, 32)  # the patch sides that tile a 32×32 image
 
@@ -132,6 +133,11 @@ class TrainConfig:
     seed: int = 0  # initialisation, the shuffling and the augmentation of every epoch
     precision: str = "fp32"  # the CUDA backend's matrix products: "fp32", or "tf32" / "bf16" on tensor cores
     #                          (sm_80+; fp32 accumulation and weights); the NumPy backend computes in its dtype
+    activations: str = "keep"  # the Mixer's CUDA backend: "keep" every block's LayerNorm outputs and GELU
+    #                            products for the backward, or "recompute" them block by block in the
+    #                            backward from the kept residual stream: ~⅓ of the arena (litenet-mixer)
+    #                            for ~15 % more products a step, the same numbers bit for bit (the forward
+    #                            kernels are deterministic). The MLP's CUDA and the NumPy backend refuse it.
     augment: str = "none"  # "flip" (mirror left-right with probability ½), "crop" (a random 32×32
     #                        crop of the image reflect-padded by crop_padding), "cutout" (a cutout_size
     #                        square at a random centre, after crop and flip, filled with the mean grey),
@@ -145,6 +151,7 @@ class TrainConfig:
         _check_choice("optimizer", self.optimizer, OPTIMIZERS)
         _check_choice("decay", self.decay, DECAY)
         _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("activations", self.activations, ACTIVATION_MODES)
         augment_parts(self.augment)
         _check_range("epochs", self.epochs, low=1)
         _check_range("batch_size", self.batch_size, low=1)

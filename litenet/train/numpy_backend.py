@@ -30,6 +30,9 @@ class NumpyBackend:
     name = "numpy"
 
     def __init__(self, model: AnyModel, train: TrainConfig, params: np.ndarray, dtype=np.float32, comm=None):
+        if train.activations != "keep":
+            raise LiteNetError("activations = recompute is written for the Mixer's CUDA backend only; "
+                               "use activations = keep with --backend numpy")
         heap.keep_freed_memory()  # a step's temporaries then reuse the last step's pages (heap.py)
         self.model, self.train = model, train
         # Data-parallel (docs/parallel.md): this rank trains on its columns of each step's batch and

@@ -59,6 +59,9 @@ class CudaBackend(DeviceSchedule):
             raise LiteNetError(f"embed must be one of {', '.join(EMBEDS)}; got {embed!r}")
         if check_kernels < 0:
             raise LiteNetError("--check-kernels needs a number of steps ≥ 0")
+        if train.activations != "keep":
+            raise LiteNetError("activations = recompute is written for the Mixer's CUDA backend only; "
+                               "use activations = keep for the MLP family")
         params, device = open_device(model, params, device, precision)
         self.model, self.train, self.dev, self.precision = model, train, device, precision
         self.comm = comm if reduces(comm) else None

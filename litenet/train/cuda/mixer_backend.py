@@ -43,7 +43,7 @@ class MixerCudaBackend(DeviceSchedule):
             raise LiteNetError("--check-kernels needs a number of steps ≥ 0")
         params, device = open_device(model, params, device, precision)
         self.model, self.train, self.dev, self.precision = model, train, device, precision
-        self.shapes = MixerShapes(model, train.batch_size)
+        self.shapes = MixerShapes(model, train.batch_size, train.activations)
         self.batch, self.comm = train.batch_size, None
         self.capacity = capacity or int(np.clip(2 ** 20 // train.batch_size, 16, 4096))
         self.arena = arena_plan(model, self.shapes, self.capacity, device.sm_count)

@@ -4,9 +4,11 @@ Activations are tokens-major, as in litenet.ops: a patch tensor (T, B, d) is at 
 (T·B, d) a channel product multiplies (linear.cu, the MLP's kernels) and the matrix (T, B·d) a
 product across the patches multiplies (token_linear.cu): no transposed copy anywhere. The forward
 keeps, per block, what the backward needs (LayerNorm's n and 1/σ and outputs, each product's
-pre-activation u and GELU(u)); the backward runs the op list in reverse with each GELU's
-derivative fused into the product before it and each residual's join done by residual_join,
-which also adds the two paths' sums to the step's statistics row.
+pre-activation u and GELU(u)) — or, under activations = "recompute", the residual stream and one
+block's worth, re-running each block's LayerNorms and GELU products just before its backward
+(ActivationSlots says which slot a LayerNorm or block uses). The backward runs the op list in
+reverse with each GELU's derivative fused into the product before it and each residual's join done
+by residual_join, which also adds the two paths' sums to the step's statistics row.
 
 A step: patches_gather → embedding → blocks → final LayerNorm → mean over the patches → head →
 cross_entropy_smoothed → the backward → grad_norm_sq → adamw_update (the last: it advances the
@@ -42,14 +44,38 @@ def splits_for(M: int, N: int, K: int, sm_count: int) -> int:
     return int(max(1, min(math.ceil(2 * sm_count / tiles(M, N)), K // 64)))
 
 
-class MixerShapes:
-    """The sizes every launch uses: T patches, B images, d channels, the MLPs' widths, R = T·B rows, N = B·d."""
+class ActivationSlots:
+    """Which slot of the arena's Y, NRM, RSTD (LayerNorm i: 2·block, 2·block + 1, 2·blocks the final one)
+    and U1, A1, U2, A2 (block b) holds what the backward reads.
 
-    def __init__(self, model: MixerConfig, batch: int):
+    "keep": each LayerNorm and block has its own slot, written by the forward. "recompute": all blocks
+    share one block's slots (the final LayerNorm keeps its own), so the backward re-runs block b's
+    LayerNorms and GELU products into them from the residual stream H, which is kept whole."""
+
+    def __init__(self, blocks: int, activations: str = "keep"):
+        self.recompute = activations == "recompute"
+        self.blocks = 1 if self.recompute else blocks
+        self.layernorms = 2 * self.blocks + 1
+        self._final = 2 * blocks
+
+    def layernorm(self, i: int) -> int:
+        """LayerNorm i's slot: the final one's is the last; a block's two follow that block's slot."""
+        return self.layernorms - 1 if i == self._final else 2 * self.block(i // 2) + i % 2
+
+    def block(self, b: int) -> int:
+        return b % self.blocks
+
+
+class MixerShapes:
+    """The sizes every launch uses: T patches, B images, d channels, the MLPs' widths, R = T·B rows, N = B·d;
+    and the activation slots (`activations`: TrainConfig.activations)."""
+
+    def __init__(self, model: MixerConfig, batch: int, activations: str = "keep"):
         self.T, self.B, self.d = model.tokens, batch, model.width
         self.th, self.ch, self.L, self.C = model.token_hidden, model.channel_hidden, model.blocks, model.classes
         self.pixels = model.patch * model.patch * 3
         self.R, self.N = self.T * batch, batch * model.width
+        self.slots = ActivationSlots(model.blocks, activations)
 
     def products(self) -> list[tuple[int, int, int]]:
         """(M, N, K) of every product a step runs (for the split-K scratch size)."""
@@ -61,7 +87,7 @@ class MixerShapes:
 def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count: int) -> ArenaPlan:
     """Every buffer of a step and of evaluation (one allocation)."""
     s, W = shapes, StatsLayout(len(param_layout(model)), len(residuals(model))).width
-    P, L = param_count(model), s.L
+    P, L, kept = param_count(model), s.L, s.slots
     scratch = max(tiles(M, N) * splits_for(M, N, K, sm_count) * SLAB for M, N, K in s.products()
                   if splits_for(M, N, K, sm_count) > 1)
     counters = max(tiles(M, N) for M, N, _ in s.products())
@@ -84,13 +110,14 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     a.add("counters", (counters,), np.uint32, "split-K arrival counts, always left at zero")
     a.add("X0", (s.R, s.pixels), f32, "the step's patches, tokens-major")
     a.add("H", (2 * L + 1, s.R, s.d), f32, "the residual stream: embedding, then each block's two joins")
+    whose = "one block's (recomputed)" if kept.recompute else "each block's"
     for name, what in (("Y", "LayerNorm outputs"), ("NRM", "LayerNorm's normalised n")):
-        a.add(name, (2 * L + 1, s.R, s.d), f32, f"{what}: each block's two, then the final one")
-    a.add("RSTD", (2 * L + 1, s.R), f32, "LayerNorm's 1/√(σ²+eps), as Y")
-    a.add("U1", (L, s.th, s.N), f32, "the token MLP's pre-activation u")
-    a.add("A1", (L, s.th, s.N), f32, "GELU(u) of the token MLP")
-    a.add("U2", (L, s.R, s.ch), f32, "the channel MLP's pre-activation u")
-    a.add("A2", (L, s.R, s.ch), f32, "GELU(u) of the channel MLP")
+        a.add(name, (kept.layernorms, s.R, s.d), f32, f"{what}: {whose} two, then the final one")
+    a.add("RSTD", (kept.layernorms, s.R), f32, "LayerNorm's 1/√(σ²+eps), as Y")
+    a.add("U1", (kept.blocks, s.th, s.N), f32, f"the token MLP's pre-activation u, {whose}")
+    a.add("A1", (kept.blocks, s.th, s.N), f32, "GELU(u) of the token MLP, as U1")
+    a.add("U2", (kept.blocks, s.R, s.ch), f32, "the channel MLP's pre-activation u, as U1")
+    a.add("A2", (kept.blocks, s.R, s.ch), f32, "GELU(u) of the channel MLP, as U1")
     a.add("POOL", (s.B, s.d), f32, "the mean over the patches")
     a.add("Z", (s.B, s.C), f32, "logits")
     a.add("DZ", (s.B, s.C), f32, "∂z")
@@ -121,6 +148,10 @@ class MixerPlans:
         self.g = param_views(v["grads"], model)
         self.stats_layout = StatsLayout(len(param_layout(model)), len(residuals(model)))
         self.row = StatsRow(v["ctr"], v["stats"], i32(self.stats_layout.width))
+        # The views of LayerNorm i's and block b's activations, through their slots (ActivationSlots).
+        slots = shapes.slots
+        self.ln = [{k: v[k][slots.layernorm(i)] for k in ("Y", "NRM", "RSTD")} for i in range(2 * shapes.L + 1)]
+        self.act = [{k: v[k][slots.block(b)] for k in ("U1", "A1", "U2", "A2")} for b in range(shapes.L)]
 
     # -- building blocks ---------------------------------------------------------------------------
 
@@ -140,7 +171,7 @@ class MixerPlans:
     def _layernorm(self, x, i: int, rows: int) -> object:
         name = self._ln_name(i)
         return launch("layernorm_forward", math.ceil(rows / (THREADS // 32)), x=x, gamma=self.p[f"{name}.gamma"],
-                      beta=self.p[f"{name}.beta"], y=self.v["Y"][i], nrm=self.v["NRM"][i], rstd=self.v["RSTD"][i],
+                      beta=self.p[f"{name}.beta"], y=self.ln[i]["Y"], nrm=self.ln[i]["NRM"], rstd=self.ln[i]["RSTD"],
                       B=i32(rows), d=i32(self.s.d), eps=f32(self.m.ln_eps))
 
     def _ln_name(self, i: int) -> str:
@@ -152,8 +183,8 @@ class MixerPlans:
         row_blocks = math.ceil(s.R / (THREADS // 32))
         n = splits_for(1, 2 * s.d, s.R, self.sm)  # the ∂γ, ∂β column sums: one row of tiles over R rows
         return launch("residual_layernorm_backward", row_blocks + math.ceil(2 * s.d / TILE) * n,
-                      SplitK(i32(n), self.v["scratch"], self.v["counters"]), dy=dy, nrm=self.v["NRM"][i],
-                      rstd=self.v["RSTD"][i], gamma=self.p[f"{name}.gamma"], ds=ds, dgamma=self.g[f"{name}.gamma"],
+                      SplitK(i32(n), self.v["scratch"], self.v["counters"]), dy=dy, nrm=self.ln[i]["NRM"],
+                      rstd=self.ln[i]["RSTD"], gamma=self.p[f"{name}.gamma"], ds=ds, dgamma=self.g[f"{name}.gamma"],
                       dbeta=self.g[f"{name}.beta"], B=i32(s.R), d=i32(s.d), row_blocks=i32(row_blocks))
 
     def _token_bias_grad(self, dy, db, rows: int) -> object:
@@ -174,28 +205,39 @@ class MixerPlans:
                self._product("linear_forward", s.R, s.d, s.pixels, x=v["X0"], W=p["embed.weight"],
                              bias=p["embed.bias"], y=v["H"][0], B=i32(s.R), n_in=i32(s.pixels), n_out=i32(s.d))]
         for b in range(s.L):
-            h, k = v["H"][2 * b], f"blocks.{b}"
-            out += [self._layernorm(h, 2 * b, s.R),
-                    self._product("token_linear_gelu_forward", s.th, s.N, s.T, x=v["Y"][2 * b],
-                                  W=p[f"{k}.token_fc1.weight"], bias=p[f"{k}.token_fc1.bias"], u=v["U1"][b],
-                                  a=v["A1"][b], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
-                    self._product("token_linear_residual_forward", s.T, s.N, s.th, x=v["A1"][b],
-                                  W=p[f"{k}.token_fc2.weight"], bias=p[f"{k}.token_fc2.bias"], r=h,
+            k, a = f"blocks.{b}", self.act[b]
+            out += [*self._token_activations(b),
+                    self._product("token_linear_residual_forward", s.T, s.N, s.th, x=a["A1"],
+                                  W=p[f"{k}.token_fc2.weight"], bias=p[f"{k}.token_fc2.bias"], r=v["H"][2 * b],
                                   y=v["H"][2 * b + 1], T=i32(s.th), T_out=i32(s.T), N=i32(s.N)),
-                    self._layernorm(v["H"][2 * b + 1], 2 * b + 1, s.R),
-                    self._product("linear_gelu_forward", s.R, s.ch, s.d, x=v["Y"][2 * b + 1],
-                                  W=p[f"{k}.channel_fc1.weight"], bias=p[f"{k}.channel_fc1.bias"], u=v["U2"][b],
-                                  a=v["A2"][b], B=i32(s.R), n_in=i32(s.d), n_out=i32(s.ch)),
-                    self._product("linear_residual_forward", s.R, s.d, s.ch, x=v["A2"][b],
+                    *self._channel_activations(b),
+                    self._product("linear_residual_forward", s.R, s.d, s.ch, x=a["A2"],
                                   W=p[f"{k}.channel_fc2.weight"], bias=p[f"{k}.channel_fc2.bias"],
                                   r=v["H"][2 * b + 1], y=v["H"][2 * b + 2], B=i32(s.R), n_in=i32(s.ch),
                                   n_out=i32(s.d))]
         out += [self._layernorm(v["H"][2 * s.L], 2 * s.L, s.R),
-                launch("mean_tokens_forward", self._rows(s.N), x=v["Y"][2 * s.L], y=v["POOL"], T=i32(s.T),
+                launch("mean_tokens_forward", self._rows(s.N), x=self.ln[2 * s.L]["Y"], y=v["POOL"], T=i32(s.T),
                        N=i32(s.N)),
                 self._product("linear_forward", s.B, s.C, s.d, x=v["POOL"], W=p["head.weight"], bias=p["head.bias"],
                               y=v["Z"], B=i32(s.B), n_in=i32(s.d), n_out=i32(s.C))]
         return out
+
+    def _token_activations(self, b: int) -> list:
+        """Block b's token LayerNorm and first product across the patches with its GELU: every
+        activation the token MLP's backward reads (its input H[2b] is kept)."""
+        s, k, a = self.s, f"blocks.{b}", self.act[b]
+        return [self._layernorm(self.v["H"][2 * b], 2 * b, s.R),
+                self._product("token_linear_gelu_forward", s.th, s.N, s.T, x=self.ln[2 * b]["Y"],
+                              W=self.p[f"{k}.token_fc1.weight"], bias=self.p[f"{k}.token_fc1.bias"], u=a["U1"],
+                              a=a["A1"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N))]
+
+    def _channel_activations(self, b: int) -> list:
+        """Block b's channel LayerNorm and first channel product with its GELU, as _token_activations."""
+        s, k, a = self.s, f"blocks.{b}", self.act[b]
+        return [self._layernorm(self.v["H"][2 * b + 1], 2 * b + 1, s.R),
+                self._product("linear_gelu_forward", s.R, s.ch, s.d, x=self.ln[2 * b + 1]["Y"],
+                              W=self.p[f"{k}.channel_fc1.weight"], bias=self.p[f"{k}.channel_fc1.bias"], u=a["U2"],
+                              a=a["A2"], B=i32(s.R), n_in=i32(s.d), n_out=i32(s.ch))]
 
     def eval_forward(self) -> list:
         v = self.v
@@ -221,7 +263,7 @@ class MixerPlans:
                 self._layernorm_backward(v["DY"], v["DH"][0], 2 * s.L)]
         dh = 0  # v["DH"][dh] holds ∂ of the stream after the block being walked back
         for b in reversed(range(s.L)):
-            out += self._block_backward(b, dh)
+            out += self._recomputed(b) + self._block_backward(b, dh)
         out += [self._product("linear_backward_weight", s.pixels, s.d, s.R, x=v["X0"], dy=v["DH"][dh],
                               dW=g["embed.weight"], db=g["embed.bias"], B=i32(s.R), n_in=i32(s.pixels),
                               n_out=i32(s.d)),
@@ -234,21 +276,30 @@ class MixerPlans:
                        clip_norm=f32(t.clip_norm))]
         return out
 
+    def _recomputed(self, b: int) -> list:
+        """Under activations = "recompute", block b's activations again, into the one block's slots,
+        just before its backward reads them: the same launches on the same inputs as the forward's, so
+        the same bits. The residual products are not re-run (H is kept), nor is the last block's
+        (the forward left its activations in the slots; the final LayerNorm has its own)."""
+        if not self.s.slots.recompute or b == self.s.L - 1:
+            return []
+        return self._token_activations(b) + self._channel_activations(b)
+
     def _block_backward(self, b: int, dh: int) -> list:
         """Block b in reverse: ∂ of its output in DH[dh] → ∂ of its input in DH[dh] (via DH[1 − dh])."""
-        s, v, p, g, k = self.s, self.v, self.p, self.g, f"blocks.{b}"
+        s, v, p, g, k, a = self.s, self.v, self.p, self.g, f"blocks.{b}", self.act[b]
         d_out, d_mid = v["DH"][dh], v["DH"][1 - dh]
         path = self.stats_layout.path
         return [
             # the channel MLP: ∂u = (∂y W2ᵀ)·GELU'(u), ∂W2 = aᵀ ∂y, ∂W1 = yᵀ ∂u, ∂(its LayerNorm's output)
             self._product("linear_backward_input_gelu", s.R, s.ch, s.d, dy=d_out, W=p[f"{k}.channel_fc2.weight"],
-                          u=v["U2"][b], du=v["DU2"], B=i32(s.R), n_in=i32(s.ch), n_out=i32(s.d)),
-            self._product("linear_backward_weight", s.ch, s.d, s.R, x=v["A2"][b], dy=d_out,
+                          u=a["U2"], du=v["DU2"], B=i32(s.R), n_in=i32(s.ch), n_out=i32(s.d)),
+            self._product("linear_backward_weight", s.ch, s.d, s.R, x=a["A2"], dy=d_out,
                           dW=g[f"{k}.channel_fc2.weight"], db=g[f"{k}.channel_fc2.bias"], B=i32(s.R),
                           n_in=i32(s.ch), n_out=i32(s.d)),
             self._product("linear_backward_input", s.R, s.d, s.ch, dy=v["DU2"], W=p[f"{k}.channel_fc1.weight"],
                           dx=v["DY"], B=i32(s.R), n_in=i32(s.d), n_out=i32(s.ch)),
-            self._product("linear_backward_weight", s.d, s.ch, s.R, x=v["Y"][2 * b + 1], dy=v["DU2"],
+            self._product("linear_backward_weight", s.d, s.ch, s.R, x=self.ln[2 * b + 1]["Y"], dy=v["DU2"],
                           dW=g[f"{k}.channel_fc1.weight"], db=g[f"{k}.channel_fc1.bias"], B=i32(s.R),
                           n_in=i32(s.d), n_out=i32(s.ch)),
             self._layernorm_backward(v["DY"], v["DS"], 2 * b + 1),
@@ -256,14 +307,14 @@ class MixerPlans:
                    ctr=v["ctr"], stats=v["stats"], stat_width=self.row.stat_width, slot=i32(path + 3 * (2 * b + 1))),
             # the token MLP, on (T, N) matrices
             self._product("token_linear_backward_input_gelu", s.th, s.N, s.T, dy=d_mid,
-                          W=p[f"{k}.token_fc2.weight"], u=v["U1"][b], du=v["DU1"], T=i32(s.th), T_out=i32(s.T),
+                          W=p[f"{k}.token_fc2.weight"], u=a["U1"], du=v["DU1"], T=i32(s.th), T_out=i32(s.T),
                           N=i32(s.N)),
-            self._product("token_linear_backward_weight", s.th, s.T, s.N, x=v["A1"][b], dy=d_mid,
+            self._product("token_linear_backward_weight", s.th, s.T, s.N, x=a["A1"], dy=d_mid,
                           dW=g[f"{k}.token_fc2.weight"], T=i32(s.th), T_out=i32(s.T), N=i32(s.N)),
             self._token_bias_grad(d_mid, g[f"{k}.token_fc2.bias"], s.T),
             self._product("token_linear_backward_input", s.T, s.N, s.th, dy=v["DU1"], W=p[f"{k}.token_fc1.weight"],
                           dx=v["DY"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
-            self._product("token_linear_backward_weight", s.T, s.th, s.N, x=v["Y"][2 * b], dy=v["DU1"],
+            self._product("token_linear_backward_weight", s.T, s.th, s.N, x=self.ln[2 * b]["Y"], dy=v["DU1"],
                           dW=g[f"{k}.token_fc1.weight"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
             self._token_bias_grad(v["DU1"], g[f"{k}.token_fc1.bias"], s.th),
             self._layernorm_backward(v["DY"], v["DS"], 2 * b),
