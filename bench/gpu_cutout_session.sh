@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One GPU session's queue for the cutout recipe (litenet-mixer-cutout), run in the background on the
 # warm machine (setsid) while later calls collect DIR: logs and JSON of each job, in this order —
+#   0. the GPU tests of the Mixer's kernels, --check-kernels and activations = recompute, and the step
+#      table with recompute (memory and time against PyTorch);
 #   1. time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches, flips, crops
 #      and cutouts, each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train --stop-at);
 #   2. `litenet train` of the preset as a user runs it (the CUDA backend, BF16), the model folder kept;
-#   3. a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the same
-#      recipe, 100 epochs (gpu_mixer_recipes.sh).
+#   3. with WIDE=1, a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters)
+#      with the same recipe, 100 epochs (gpu_mixer_recipes.sh).
 # Needs the full CIFAR-10 at DATA (shared/tools/device-data).
 #
 #   DATA=/root/cifar10/cifar-10-batches-bin DIR=/root/litenet-cutout setsid bench/gpu_cutout_session.sh &
@@ -15,6 +17,15 @@ DIR=${DIR:-/root/litenet-cutout}
 mkdir -p "$DIR"
 export PYTHONPATH=${PYTHONPATH:-.} PYTHONUNBUFFERED=1
 note() { echo "[$(date -u +%T)] $*" >>"$DIR/queue.log"; }
+
+note "GPU tests"
+python3 -m pytest -q -m gpu tests/cuda/test_mixer_recompute_gpu.py tests/cuda/test_mixer_check_gpu.py \
+    tests/cuda/test_mixer_gpu.py >"$DIR/gpu-tests.log" 2>&1
+note "done (rc $?)"
+note "step table with recompute"
+python3 bench/bench_mixer_gpu.py steps --batches 256 1024 --contenders litenet:fp32 litenet:bf16 \
+    litenet:bf16:recompute torch torch-compile --out "$DIR/steps-recompute.json" >"$DIR/steps-recompute.log" 2>&1
+note "done (rc $?)"
 
 note "time to 82 %: litenet-mixer-cutout, LiteNet BF16 vs PyTorch eager vs torch.compile"
 python3 bench/bench_mixer_gpu.py train --preset litenet-mixer-cutout --data "$DATA" --epochs 100 \
@@ -27,7 +38,9 @@ python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precisio
     --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1
 note "done (rc $?)"
 
-note "wider Mixer, cutout recipe, 100 epochs"
-DATA=$DATA DIR=$DIR bench/gpu_mixer_recipes.sh \
-    wide256-cutout16:100:width=256,token_hidden=128,channel_hidden=1024,augment=crop+flip+cutout,cutout_size=16
+if [ "${WIDE:-0}" = 1 ]; then
+    note "wider Mixer, cutout recipe, 100 epochs"
+    DATA=$DATA DIR=$DIR bench/gpu_mixer_recipes.sh \
+        wide256-cutout16:100:width=256,token_hidden=128,channel_hidden=1024,augment=crop+flip+cutout,cutout_size=16
+fi
 note "queue finished"
