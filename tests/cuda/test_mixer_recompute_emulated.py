@@ -24,7 +24,12 @@ def assert_recompute_is_keep(make, data) -> tuple:
     keep, recompute = make("keep"), make("recompute")
     want, got = run(keep, *data), run(recompute, *data)
     for field in want:
-        assert np.array_equal(got[field], want[field]), field
+        if field == "grad_sq":  # NOTE: grad_norm_sq.cu adds its blocks' sums with float atomicAdd, in
+            # whatever order they finish on a GPU (the emulator runs blocks in order): the last bits of
+            # this statistic vary between any two runs; with clipping off, nothing else reads it.
+            np.testing.assert_allclose(got[field], want[field], rtol=1e-6, err_msg=field)
+        else:
+            assert np.array_equal(got[field], want[field]), field
     want_state, got_state = keep.state(), recompute.state()
     for key in ("params", "m", "v"):
         assert np.array_equal(got_state[key], want_state[key]), key
