@@ -20,16 +20,13 @@ DEEPER = dataclasses.replace(MODEL, blocks=3)  # two blocks recomputed into the 
 
 def assert_recompute_is_keep(make, data) -> tuple:
     """Train the same steps with activations keep and recompute (`make(activations)` → a backend):
-    statistics, parameters and both AdamW moments must be equal bit for bit. Returns both backends."""
+    parameters and both AdamW moments must be equal bit for bit, the statistics to 1e-5. Returns both backends."""
     keep, recompute = make("keep"), make("recompute")
     want, got = run(keep, *data), run(recompute, *data)
-    for field in want:
-        if field == "grad_sq":  # NOTE: grad_norm_sq.cu adds its blocks' sums with float atomicAdd, in
-            # whatever order they finish on a GPU (the emulator runs blocks in order): the last bits of
-            # this statistic vary between any two runs; with clipping off, nothing else reads it.
-            np.testing.assert_allclose(got[field], want[field], rtol=1e-6, err_msg=field)
-        else:
-            assert np.array_equal(got[field], want[field]), field
+    for field in want:  # NOTE: the statistics (‖g‖², the residual paths' sums) are added up across
+        # blocks with float atomicAdd, in whatever order the blocks finish on a GPU (the emulator runs
+        # them in order): their last bits vary between any two runs (2e-6 seen), so they are held to 1e-5.
+        np.testing.assert_allclose(got[field], want[field], rtol=1e-5, err_msg=field)
     want_state, got_state = keep.state(), recompute.state()
     for key in ("params", "m", "v"):
         assert np.array_equal(got_state[key], want_state[key]), key
