@@ -14,6 +14,7 @@ transposed copy in either direction.
 
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,30 +25,45 @@ GELU_K = 0.044715
 IMAGE_SIDE = 32
 
 
-# Elementwise ops over large arrays run in two threads, each on half of the values: NumPy releases
-# the GIL inside its loops, and every value is computed exactly as in one thread (same bits).
-# PyTorch's CPU kernels, the peer of bench/bench_cpu.py, use the cores the same way.
+# Elementwise ops over large arrays run in two threads, each on half of the values, and each thread
+# walks its half in chunks of CHUNK_VALUES values: every step of a formula is a pass over its
+# arrays, and on a chunk those passes stay in the core's cache instead of going to memory (GELU on
+# litenet-mixer's 8.4 M values, a 2-core EPYC with 1 MiB of L2 per core: 15 → 8 ms forward, 22 → 9 ms
+# backward; chunks of 2^14 values were slower than none, 2^17 and 2^18 the best). NumPy releases the
+# GIL inside its loops, and every value is computed exactly as in one pass over the whole array
+# (same bits). PyTorch's CPU kernels, the peer of bench/bench_cpu*.py, use the cores the same way.
 THREADS = max(1, min(2, os.cpu_count() or 1))
 MIN_SPLIT = 1 << 16  # below this many values a thread's start-up costs more than it saves
+CHUNK_VALUES = 1 << 17  # 512 KiB of float32 per array
 _pool = None
 
 
-def in_halves(work, *arrays) -> None:
-    """work(*views) over the flat arrays (all of one size, C-contiguous: a view of each part must be
-    the array's own memory, or an output would be written into a copy), in THREADS parts at once."""
+def in_parts(work, *arrays) -> None:
+    """work(*views) over consecutive ranges of rows (the first axis) of the arrays, which share that
+    axis and are C-contiguous (a view of each range must be the array's own memory, or an output
+    would be written into a copy): THREADS ranges at once, each walked in cache-sized chunks."""
     if not all(a.flags.c_contiguous for a in arrays):
-        raise ValueError("in_halves needs C-contiguous arrays")
+        raise ValueError("in_parts needs C-contiguous arrays")
+    rows = len(arrays[0])
+    if any(len(a) != rows for a in arrays):
+        raise ValueError("in_parts needs arrays with the same number of rows")
     size = arrays[0].size
+    chunk = max(1, CHUNK_VALUES * rows // max(size, 1))  # rows per chunk
     if THREADS == 1 or size < MIN_SPLIT:
-        return work(*arrays)
+        return _in_chunks(work, arrays, 0, rows, chunk)
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="litenet-ops")
-    flat = [a.reshape(-1) for a in arrays]
-    bounds = np.linspace(0, size, THREADS + 1).astype(int)
-    parts = [_pool.submit(work, *(f[lo:hi] for f in flat)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    bounds = np.linspace(0, rows, THREADS + 1).astype(int)
+    parts = [_pool.submit(_in_chunks, work, arrays, lo, hi, chunk) for lo, hi in itertools.pairwise(bounds)]
     for part in parts:
         part.result()
+
+
+def _in_chunks(work, arrays, lo: int, hi: int, chunk: int) -> None:
+    for start in range(lo, hi, chunk):
+        stop = min(start + chunk, hi)
+        work(*(a[start:stop] for a in arrays))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,7 +185,7 @@ def gelu_forward(u: np.ndarray, keep_tanh: bool = False):
     """
     u = np.ascontiguousarray(u)  # a product's output may be a transposed view
     a, t = np.empty_like(u), np.empty_like(u)
-    in_halves(_gelu_forward_into, u, a, t)
+    in_parts(_gelu_forward_into, *(x.reshape(-1) for x in (u, a, t)))
     return (a, t) if keep_tanh else a
 
 
@@ -197,7 +213,7 @@ def gelu_backward(da: np.ndarray, u: np.ndarray, t: np.ndarray | None = None) ->
         t = gelu_forward(u, keep_tanh=True)[1]
     da, u, t = (np.ascontiguousarray(a) for a in (da, u, t))
     du = np.empty_like(u)
-    in_halves(_gelu_backward_into, da, u, t, du)
+    in_parts(_gelu_backward_into, *(x.reshape(-1) for x in (da, u, t, du)))
     return du
 
 

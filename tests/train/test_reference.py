@@ -165,7 +165,7 @@ def test_adamw_matches_its_definition_over_steps():
 
 def test_gelu_of_a_transposed_view_is_the_gelu_of_its_values():
     """A product's output may be a non-contiguous view (the int8 plan's token product is); GELU's
-    two-thread halves must still write into the array they return."""
+    two-thread parts must still write into the array they return."""
     u = np.random.default_rng(4).standard_normal((300, 700)).astype(np.float32).T  # > MIN_SPLIT values
     assert not u.flags.c_contiguous and u.size > ops.MIN_SPLIT
     a, t = ops.gelu_forward(u, keep_tanh=True)
@@ -173,3 +173,19 @@ def test_gelu_of_a_transposed_view_is_the_gelu_of_its_values():
     da = np.ones_like(u)
     np.testing.assert_array_equal(ops.gelu_backward(da, u, t), ops.gelu_backward(np.ones(u.shape, np.float32),
                                                                                  np.ascontiguousarray(u)))
+
+
+def test_gelu_in_cache_sized_chunks_gives_the_bits_of_one_pass(monkeypatch):
+    """in_parts walks each thread's half in chunks: uneven chunk ends must change no value's bits."""
+    u = np.random.default_rng(5).standard_normal(3 * ops.CHUNK_VALUES + 12345).astype(np.float32)
+    da = np.random.default_rng(6).standard_normal(u.size).astype(np.float32)
+    monkeypatch.setattr(ops, "THREADS", 1)
+    monkeypatch.setattr(ops, "CHUNK_VALUES", 4 * u.size)  # one chunk: one pass over everything
+    a, t = ops.gelu_forward(u, keep_tanh=True)
+    du = ops.gelu_backward(da, u, t)
+    monkeypatch.setattr(ops, "THREADS", 2)
+    monkeypatch.setattr(ops, "CHUNK_VALUES", 1000)  # many chunks, the last of each half short
+    a2, t2 = ops.gelu_forward(u, keep_tanh=True)
+    np.testing.assert_array_equal(a2, a)
+    np.testing.assert_array_equal(t2, t)
+    np.testing.assert_array_equal(ops.gelu_backward(da, u, t2), du)
