@@ -5,6 +5,7 @@ replay against eager launches, resume, and the tensor-core precisions."""
 import numpy as np
 import pytest
 from emulator.device import EmuDevice
+from mixer_schedule import random_schedule
 
 from litenet.errors import LiteNetError
 from litenet.model import MixerConfig, TrainConfig, init_params, param_views
@@ -27,12 +28,7 @@ def recipe(**changes) -> TrainConfig:
 
 
 def schedule(seed=0):
-    rng = np.random.default_rng(seed)
-    images = rng.integers(0, 256, (IMAGES, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, IMAGES).astype(np.uint8)
-    batches = np.stack([rng.permutation(IMAGES)[:BATCH] for _ in range(STEPS)])
-    return images, labels, batches, np.full(STEPS, 0.02), rng.random((STEPS, BATCH)) < 0.5, \
-        rng.integers(0, 9, (STEPS, BATCH, 2)), rng.integers(0, 32, (STEPS, BATCH, 2))
+    return random_schedule(STEPS, BATCH, IMAGES, 0.02, seed=seed)
 
 
 def run(backend, images, labels, batches, lrs, flips, crops, cutouts):

@@ -6,6 +6,7 @@ with graph replay to the same numbers as an unchecked run."""
 import numpy as np
 import pytest
 from emulator.device import EmuDevice
+from mixer_schedule import random_schedule
 
 from litenet.model import MixerConfig, TrainConfig, init_params
 from litenet.train.cuda import mixer_twins
@@ -25,12 +26,7 @@ def recipe(**changes) -> TrainConfig:
 
 
 def schedule(seed=0):
-    rng = np.random.default_rng(seed)
-    images = rng.integers(0, 256, (IMAGES, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, IMAGES).astype(np.uint8)
-    batches = np.stack([rng.permutation(IMAGES)[:BATCH] for _ in range(STEPS)])
-    return images, labels, batches, np.full(STEPS, 0.02), rng.random((STEPS, BATCH)) < 0.5, \
-        rng.integers(0, 9, (STEPS, BATCH, 2)), rng.integers(0, 32, (STEPS, BATCH, 2))
+    return random_schedule(STEPS, BATCH, IMAGES, 0.02, seed=seed)
 
 
 def trained(train, device=None, **options):

@@ -4,22 +4,13 @@ tolerance in fp32 and BF16, and the run afterwards the same as an unchecked one.
 
 import numpy as np
 import pytest
+from mixer_schedule import random_schedule
 
 from litenet.model import init_params, load_preset, override
 
 pytestmark = pytest.mark.gpu
 
 STEPS, BATCH, IMAGES = 3, 256, 1024
-
-
-def schedule(train, seed=0):
-    """Random images and the draws of STEPS steps, with crop, flip and cutout all on."""
-    rng = np.random.default_rng(seed)
-    images = rng.integers(0, 256, (IMAGES, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, IMAGES).astype(np.uint8)
-    batches = np.stack([rng.permutation(IMAGES)[:BATCH] for _ in range(STEPS)])
-    return images, labels, batches, np.full(STEPS, train.lr), rng.random(batches.shape) < 0.5, \
-        rng.integers(0, 2 * train.crop_padding + 1, (*batches.shape, 2)), rng.integers(0, 32, (*batches.shape, 2))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -29,7 +20,7 @@ def test_check_kernels_at_litenet_mixers_size(precision):
     preset = load_preset("litenet-mixer")
     model = preset.model
     train = override(preset.train, {"batch_size": BATCH, "precision": precision, "augment": "crop+flip+cutout"})
-    images, labels, batches, lrs, flips, crops, cutouts = schedule(train)
+    images, labels, batches, lrs, flips, crops, cutouts = random_schedule(STEPS, BATCH, IMAGES, train.lr, train.crop_padding)
 
     def run(**options):
         cuda = MixerCudaBackend(model, train, init_params(model, 0), steps_per_graph=2, **options)

@@ -2,8 +2,8 @@
 real size (batch 256, 8 blocks): bit for bit the training of activations = "keep", in fp32 and BF16,
 in less than half the arena."""
 
-import numpy as np
 import pytest
+from mixer_schedule import random_schedule
 from test_mixer_recompute_emulated import assert_recompute_is_keep
 
 from litenet.model import init_params, load_preset, override
@@ -11,16 +11,6 @@ from litenet.model import init_params, load_preset, override
 pytestmark = pytest.mark.gpu
 
 STEPS, BATCH, IMAGES = 3, 256, 1024
-
-
-def real_schedule(train, seed=0):
-    """Random images and the augmentation draws of STEPS steps (crop, flip, cutout all on)."""
-    rng = np.random.default_rng(seed)
-    images = rng.integers(0, 256, (IMAGES, 32, 32, 3), dtype=np.uint8)
-    labels = rng.integers(0, 10, IMAGES).astype(np.uint8)
-    batches = np.stack([rng.permutation(IMAGES)[:BATCH] for _ in range(STEPS)])
-    return images, labels, batches, np.full(STEPS, train.lr), rng.random(batches.shape) < 0.5, \
-        rng.integers(0, 2 * train.crop_padding + 1, (*batches.shape, 2)), rng.integers(0, 32, (*batches.shape, 2))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -35,6 +25,6 @@ def test_recompute_is_keep_at_litenet_mixers_size(precision):
         return MixerCudaBackend(model, override(train, {"activations": activations}), init_params(model, 0),
                                 steps_per_graph=2)
 
-    keep, recompute = assert_recompute_is_keep(make, real_schedule(train))
+    keep, recompute = assert_recompute_is_keep(make, random_schedule(STEPS, BATCH, IMAGES, train.lr, train.crop_padding))
     keep_bytes, recompute_bytes = keep.memory_report()["arena_bytes"], recompute.memory_report()["arena_bytes"]
     assert recompute_bytes < keep_bytes / 2, (keep_bytes, recompute_bytes)
