@@ -5,7 +5,8 @@
 #      table with recompute (memory and time against PyTorch);
 #   1. time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches, flips, crops
 #      and cutouts, each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train --stop-at);
-#   2. `litenet train` of the preset as a user runs it (the CUDA backend, BF16), the model folder kept;
+#   2. `litenet train` of the preset as a user runs it (the CUDA backend, BF16), `litenet export --int8`
+#      and every way to run the trained model scored on the test set (bench_infer_mixer_gpu.py --test-data);
 #   3. with WIDE=1, a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters)
 #      with the same recipe, 100 epochs (gpu_mixer_recipes.sh).
 # Needs the full CIFAR-10 at DATA (shared/tools/device-data).
@@ -33,10 +34,15 @@ python3 bench/bench_mixer_gpu.py train --preset litenet-mixer-cutout --data "$DA
     --out "$DIR/train-cutout-peers.json" >"$DIR/train-cutout-peers.log" 2>&1
 note "done (rc $?)"
 
-note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16"
+note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, export, test-set accuracy"
 python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
     --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1
 note "done (rc $?)"
+python3 -m litenet export --weights "$DIR/litenet-mixer-cutout" --int8 --data "$DATA" >"$DIR/export.log" 2>&1
+note "export done (rc $?)"
+python3 bench/bench_infer_mixer_gpu.py --models "$DIR/litenet-mixer-cutout" --test-data "$DATA" \
+    --out "$DIR/infer-mixer-cutout.md" >"$DIR/infer-mixer-cutout.log" 2>&1
+note "CUDA fp32/int8, ONNX Runtime, PyTorch on the test set done (rc $?)"
 
 if [ "${WIDE:-0}" = 1 ]; then
     note "wider Mixer, cutout recipe, 100 epochs"
