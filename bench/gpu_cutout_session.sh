@@ -11,7 +11,10 @@
 #      with the same recipe, 100 epochs (gpu_mixer_recipes.sh).
 # Needs the full CIFAR-10 at DATA (shared/tools/device-data).
 #
-#   DATA=/root/cifar10/cifar-10-batches-bin DIR=/root/litenet-cutout setsid bench/gpu_cutout_session.sh &
+# Run it from a copy of the tree that later calls cannot replace while it runs (the copy there is no
+# git checkout: take it with tar), and keep the machine busy between calls — it is given back when idle:
+#   mkdir -p /root/snap && tar --exclude=./.device-data -cf - . | tar -C /root/snap -xf - && cd /root/snap &&
+#   (DATA=/root/cifar10/cifar-10-batches-bin DIR=/root/litenet-cutout setsid nohup bash bench/gpu_cutout_session.sh &)
 set -u
 DATA=${DATA:-/root/cifar10/cifar-10-batches-bin}
 DIR=${DIR:-/root/litenet-cutout}
