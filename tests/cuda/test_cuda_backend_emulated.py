@@ -75,7 +75,9 @@ def test_check_kernels_names_the_wrong_kernel(plan, kernel, buffer):
     cuda = CudaBackend(SMALL, TRAIN, init_params(SMALL, 0), plan=plan, device=Faulty(), check_kernels=2)
     cuda.dev.target = cuda.v[buffer]
     cuda.load_dataset(images, labels)
-    with pytest.raises(KernelMismatch, match=kernel):
+    position = 1 + next(i for i, launch in enumerate(cuda._steps) if launch.kernel == kernel)
+    with pytest.raises(KernelMismatch, match=rf"^check-kernels, step 0, launch {position} of {len(cuda._steps)}: "
+                                             rf"{kernel}"):
         cuda.train_steps(*schedule(1, 40, 12))
 
 

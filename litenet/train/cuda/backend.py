@@ -28,7 +28,7 @@ import numpy as np
 from litenet.errors import LiteNetError
 from litenet.model import ModelConfig, TrainConfig
 from litenet.gpu.launch import check_launch
-from litenet.train.cuda.check import KernelMismatch, run_checked
+from litenet.train.cuda.check import check_step, run_checked
 from litenet.train.cuda.geometry import Geometry, choose_plan
 from litenet.train.cuda.layout import StatsLayout, param_offsets
 from litenet.train.cuda.plans import AllReduce, Plans, arena_plan
@@ -212,17 +212,13 @@ class CudaBackend(DeviceSchedule):
         self.dev.replay(after)
 
     def _checked_step(self, pos: int) -> None:
-        for launch in self._steps:
-            if isinstance(launch, AllReduce):
+        def run_one(launch) -> dict[str, float]:
+            if isinstance(launch, AllReduce):  # not a kernel: nothing to hold to a twin
                 self._launch(launch)
-                continue
-            try:
-                worst = run_checked(self.dev, launch, pos)
-            except KernelMismatch as exc:
-                raise KernelMismatch(f"check-kernels, step {self._done}: {exc}") from None
-            mine = self.check_report.setdefault(launch.kernel, {})
-            for tensor, ratio in worst.items():
-                mine[tensor] = max(mine.get(tensor, 0.0), ratio)
+                return {}
+            return run_checked(self.dev, launch, pos)
+
+        check_step(self._steps, self._done, run_one, self.check_report)
 
     def _validated(self, launches):
         """Check every launch's arguments against its kernel's declared parameters, once."""

@@ -201,6 +201,6 @@ def check_step(launches, step: int, run_one: Callable, report: dict[str, dict[st
             worst = run_one(launch)
         except KernelMismatch as exc:
             raise KernelMismatch(f"check-kernels, step {step}, launch {i + 1} of {len(launches)}: {exc}") from None
-        mine = report.setdefault(launch.kernel, {})
         for tensor, ratio in worst.items():
+            mine = report.setdefault(launch.kernel, {})
             mine[tensor] = max(mine.get(tensor, 0.0), ratio)
