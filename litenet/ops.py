@@ -39,31 +39,27 @@ _pool = None
 
 
 def in_parts(work, *arrays) -> None:
-    """work(*views) over consecutive ranges of rows (the first axis) of the arrays, which share that
-    axis and are C-contiguous (a view of each range must be the array's own memory, or an output
-    would be written into a copy): THREADS ranges at once, each walked in cache-sized chunks."""
+    """work(*views) over the flat arrays (all of one size, C-contiguous: a view of each part must be
+    the array's own memory, or an output would be written into a copy), in THREADS parts at once,
+    each part walked in chunks of CHUNK_VALUES values."""
     if not all(a.flags.c_contiguous for a in arrays):
         raise ValueError("in_parts needs C-contiguous arrays")
-    rows = len(arrays[0])
-    if any(len(a) != rows for a in arrays):
-        raise ValueError("in_parts needs arrays with the same number of rows")
-    size = arrays[0].size
-    chunk = max(1, CHUNK_VALUES * rows // max(size, 1))  # rows per chunk
+    flat = [a.reshape(-1) for a in arrays]
+    size = flat[0].size
     if THREADS == 1 or size < MIN_SPLIT:
-        return _in_chunks(work, arrays, 0, rows, chunk)
+        return _in_chunks(work, flat, 0, size)
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="litenet-ops")
-    bounds = np.linspace(0, rows, THREADS + 1).astype(int)
-    parts = [_pool.submit(_in_chunks, work, arrays, lo, hi, chunk) for lo, hi in itertools.pairwise(bounds)]
+    bounds = np.linspace(0, size, THREADS + 1).astype(int)
+    parts = [_pool.submit(_in_chunks, work, flat, lo, hi) for lo, hi in itertools.pairwise(bounds)]
     for part in parts:
         part.result()
 
 
-def _in_chunks(work, arrays, lo: int, hi: int, chunk: int) -> None:
-    for start in range(lo, hi, chunk):
-        stop = min(start + chunk, hi)
-        work(*(a[start:stop] for a in arrays))
+def _in_chunks(work, flat, lo: int, hi: int) -> None:
+    for start in range(lo, hi, CHUNK_VALUES):
+        work(*(a[start:min(start + CHUNK_VALUES, hi)] for a in flat))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,7 +181,7 @@ def gelu_forward(u: np.ndarray, keep_tanh: bool = False):
     """
     u = np.ascontiguousarray(u)  # a product's output may be a transposed view
     a, t = np.empty_like(u), np.empty_like(u)
-    in_parts(_gelu_forward_into, *(x.reshape(-1) for x in (u, a, t)))
+    in_parts(_gelu_forward_into, u, a, t)
     return (a, t) if keep_tanh else a
 
 
@@ -213,7 +209,7 @@ def gelu_backward(da: np.ndarray, u: np.ndarray, t: np.ndarray | None = None) ->
         t = gelu_forward(u, keep_tanh=True)[1]
     da, u, t = (np.ascontiguousarray(a) for a in (da, u, t))
     du = np.empty_like(u)
-    in_parts(_gelu_backward_into, *(x.reshape(-1) for x in (da, u, t, du)))
+    in_parts(_gelu_backward_into, da, u, t, du)
     return du
 
 
