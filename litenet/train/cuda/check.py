@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from litenet.gpu import sources
-from litenet.train.cuda.mixer_twins import split_precision
+from litenet.train.cuda.schedule_ring import split_precision
 
 
 class KernelMismatch(AssertionError):

@@ -21,16 +21,7 @@ from litenet.train import augment
 from litenet.train import reference as ref
 from litenet.train.cuda.layout import StatsLayout
 
-PRECISION_SUFFIXES = ("tf32", "bf16")  # a product's tensor-core versions (schedule_ring.PRECISIONS)
 ROW = StatsLayout(tensors=0, blocks=0)  # the statistics row's fixed slots (loss, ‖g‖, clipped, ‖g_t‖²…)
-
-
-def split_precision(kernel: str) -> tuple[str, str]:
-    """(the kernel's name without its precision suffix, "fp32" | "tf32" | "bf16")."""
-    for p in PRECISION_SUFFIXES:
-        if kernel.endswith("_" + p):
-            return kernel[:-len(p) - 1], p
-    return kernel, "fp32"
 
 
 @dataclass(frozen=True)

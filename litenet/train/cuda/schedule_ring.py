@@ -14,6 +14,14 @@ from litenet.train.parallel.comm import reduce_stats
 PRECISIONS = {"fp32": "", "tf32": "_tf32", "bf16": "_bf16"}  # the products' kernel-name suffixes (mma.cuh)
 
 
+def split_precision(kernel: str) -> tuple[str, str]:
+    """(a product kernel's name without its PRECISIONS suffix, its precision "fp32" | "tf32" | "bf16")."""
+    for precision, suffix in PRECISIONS.items():
+        if suffix and kernel.endswith(suffix):
+            return kernel[:-len(suffix)], precision
+    return kernel, "fp32"
+
+
 def has_tensor_cores(capability: str) -> bool:
     """Whether "sm_XY" runs mma.sync with TF32 / BF16 operands (sm_80, Ampere, and newer); the CPU
     emulator ("emulated") runs the same fragment code."""
