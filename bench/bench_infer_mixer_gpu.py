@@ -100,10 +100,13 @@ class Torch:
             return self.forward(self.torch.from_numpy(images).cuda()).cpu().numpy()
 
 
-def bench_model(folder: Path, args) -> dict:
+def load_contenders(folder: Path) -> dict:
+    return {"LiteNet fp32": LiteNet(folder, "fp32"), "LiteNet int8": LiteNet(folder, "int8"),
+            "PyTorch eager fp32": Torch(folder)}
+
+
+def bench_model(folder: Path, contenders: dict, args) -> dict:
     one, big = synthetic_images(1, seed=2), synthetic_images(args.batch, seed=3)
-    contenders = {"LiteNet fp32": LiteNet(folder, "fp32"), "LiteNet int8": LiteNet(folder, "int8"),
-                  "PyTorch eager fp32": Torch(folder)}
     rows = {}
     for name, c in contenders.items():
         rows[name] = {"latency_us": 1e3 * c.device_ms(one, repeats=args.repeats),
@@ -124,9 +127,10 @@ def bench_model(folder: Path, args) -> dict:
             "launches": len(contenders["LiteNet fp32"].be.prepare(1).launches)}
 
 
-def test_accuracy(folder: Path, data: str) -> dict:
+def test_accuracy(folder: Path, loaded: dict, data: str) -> dict:
     """Accuracy on the full test set of each way to run the folder's model, and how often each one's
-    class differs from the NumPy forward's (the reference every exported form is checked against)."""
+    class differs from the NumPy forward's (the reference every exported form is checked against).
+    `loaded`: load_contenders(folder), as bench_model timed them."""
     from litenet.data import open_cifar10
     from litenet.insight.confusion import predict
     from litenet.runtime.model_files import ModelFiles
@@ -135,17 +139,16 @@ def test_accuracy(folder: Path, data: str) -> dict:
     images, labels = np.asarray(test.images), np.asarray(test.labels, np.int64)
     params, model, _, _ = load_model(folder)
     reference = np.asarray(predict(params, images, model))
-    contenders = {"NumPy forward fp32": lambda x: reference,
-                  "LiteNet fp32": LiteNet(folder, "fp32").predict, "LiteNet int8": LiteNet(folder, "int8").predict,
-                  "PyTorch eager fp32": Torch(folder).predict}
+    contenders = {name: c.predict for name, c in loaded.items()}
     for precision, file in (("fp32", "model.onnx"), ("int8", "model.int8.onnx")):
         if (folder / file).is_file():
             from litenet.runtime.onnxruntime_backend import OnnxRuntimeInference
             contenders[f"ONNX Runtime {precision}"] = OnnxRuntimeInference(ModelFiles.locate(folder), precision).predict
-    out = {}
+    predictions = {"NumPy forward fp32": reference}
     for name, run in contenders.items():
-        pred = run(images) if name.startswith("NumPy") else np.concatenate(
-            [run(images[i:i + 1000]).argmax(1) for i in range(0, len(images), 1000)])
+        predictions[name] = np.concatenate([run(images[i:i + 1000]).argmax(1) for i in range(0, len(images), 1000)])
+    out = {}
+    for name, pred in predictions.items():
         out[name] = {"accuracy": float(np.mean(pred == labels)), "differs_from_numpy": int(np.sum(pred != reference))}
         print(f"  {folder.name} {name}: test accuracy {100 * out[name]['accuracy']:.2f} %, "
               f"{out[name]['differs_from_numpy']} classes differ from the NumPy forward", flush=True)
@@ -231,9 +234,10 @@ def main(argv=None):
         folders = [Path(f) for f in args.models] or [build_model(Path(tmp), args.preset)]
         for folder in folders:
             preset = json.loads((folder / "config.json").read_text()).get("preset", folder.name)
-            results[preset] = bench_model(folder, args)
+            contenders = load_contenders(folder)
+            results[preset] = bench_model(folder, contenders, args)
             if args.test_data:
-                results[preset]["test"] = test_accuracy(folder, args.test_data)
+                results[preset]["test"] = test_accuracy(folder, contenders, args.test_data)
     text = table(results, floor, device) + (accuracy_table(results) if args.test_data else "")
     print(text)
     if args.out:
