@@ -1,55 +1,80 @@
 #!/usr/bin/env bash
-# One GPU session's queue for the cutout recipe (litenet-mixer-cutout), run in the background on the
-# warm machine (setsid) while later calls collect DIR: logs and JSON of each job, in this order —
-#   0. the GPU tests of the Mixer's kernels, --check-kernels and activations = recompute, and the step
-#      table with recompute (memory and time against PyTorch);
-#   1. time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches, flips, crops
-#      and cutouts, each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train --stop-at);
-#   2. `litenet train` of the preset as a user runs it (the CUDA backend, BF16), `litenet export --int8`
-#      and every way to run the trained model scored on the test set (bench_infer_mixer_gpu.py --test-data);
-#   3. with WIDE=1, a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters)
-#      with the same recipe, 100 epochs (gpu_mixer_recipes.sh).
-# Needs the full CIFAR-10 at DATA (shared/tools/device-data).
+# One GPU session's queue for the cutout recipe (litenet-mixer-cutout): the jobs named on the command
+# line (default: steps peers train), in the order given, logs and JSON of each into DIR —
+#   tests    the GPU tests (pytest -m gpu: every kernel against its NumPy twin, whole steps, inference);
+#   steps    where a step's time goes (mixer_kernel_times.py) and the step table against PyTorch,
+#            with recompute (memory);
+#   peers    time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches, flips,
+#            crops and cutouts, each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train
+#            --stop-at), alone on the GPU;
+#   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) while two
+#            recipe runs at batch 128 and the GPU tests share the GPU (the runs' accuracies count,
+#            their seconds do not), then `litenet export --int8` and every way to run the trained
+#            model scored on the test set (bench_infer_mixer_gpu.py --test-data), alone;
+#   wide     a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the
+#            same recipe, 100 epochs (gpu_mixer_recipes.sh).
+# Needs the full CIFAR-10 at DATA (shared/tools/device-data) for peers, train and wide.
 #
 # Run it from a copy of the tree that later calls cannot replace while it runs (the copy there is no
 # git checkout: take it with tar), and keep the machine busy between calls — it is given back when idle:
 #   mkdir -p /root/snap && tar --exclude=./.device-data -cf - . | tar -C /root/snap -xf - && cd /root/snap &&
-#   (DATA=/root/cifar10/cifar-10-batches-bin DIR=/root/litenet-cutout setsid nohup bash bench/gpu_cutout_session.sh &)
+#   (DATA=/root/cifar10/cifar-10-batches-bin DIR=/root/litenet-cutout setsid nohup bash bench/gpu_cutout_session.sh peers train &)
 set -u
 DATA=${DATA:-/root/cifar10/cifar-10-batches-bin}
 DIR=${DIR:-/root/litenet-cutout}
 mkdir -p "$DIR"
 export PYTHONPATH=${PYTHONPATH:-.} PYTHONUNBUFFERED=1
 note() { echo "[$(date -u +%T)] $*" >>"$DIR/queue.log"; }
+CUTOUT=augment=crop+flip+cutout,cutout_size=16
 
-note "GPU tests"
-python3 -m pytest -q -m gpu tests/cuda/test_mixer_recompute_gpu.py tests/cuda/test_mixer_check_gpu.py \
-    tests/cuda/test_mixer_gpu.py >"$DIR/gpu-tests.log" 2>&1
-note "done (rc $?)"
-note "step table with recompute"
-python3 bench/bench_mixer_gpu.py steps --batches 256 1024 --contenders litenet:fp32 litenet:bf16 \
-    litenet:bf16:recompute torch torch-compile --out "$DIR/steps-recompute.json" >"$DIR/steps-recompute.log" 2>&1
-note "done (rc $?)"
+tests() {
+    note "GPU tests"
+    python3 -m pytest -q -m gpu tests >"$DIR/gpu-tests.log" 2>&1
+    note "done (rc $?): $(tail -1 "$DIR/gpu-tests.log")"
+}
 
-note "time to 82 %: litenet-mixer-cutout, LiteNet BF16 vs PyTorch eager vs torch.compile"
-python3 bench/bench_mixer_gpu.py train --preset litenet-mixer-cutout --data "$DATA" --epochs 100 \
-    --runs litenet:bf16 torch torch-compile --stop-at 0.82 --targets 0.78 0.80 0.82 \
-    --out "$DIR/train-cutout-peers.json" >"$DIR/train-cutout-peers.log" 2>&1
-note "done (rc $?)"
+steps() {
+    note "kernel times and the step table with recompute"
+    python3 bench/mixer_kernel_times.py --batch 256 1024 --precision bf16 --out "$DIR/kernel-times.json" \
+        >"$DIR/kernel-times.log" 2>&1
+    python3 bench/bench_mixer_gpu.py steps --batches 256 1024 --contenders litenet:fp32 litenet:tf32 litenet:bf16 \
+        litenet:bf16:recompute torch torch-compile --out "$DIR/steps.json" >"$DIR/steps.log" 2>&1
+    note "done (rc $?)"
+}
 
-note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, export, test-set accuracy"
-python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
-    --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1
-note "done (rc $?)"
-python3 -m litenet export --weights "$DIR/litenet-mixer-cutout" --int8 --data "$DATA" >"$DIR/export.log" 2>&1
-note "export done (rc $?)"
-python3 bench/bench_infer_mixer_gpu.py --models "$DIR/litenet-mixer-cutout" --test-data "$DATA" \
-    --out "$DIR/infer-mixer-cutout.md" >"$DIR/infer-mixer-cutout.log" 2>&1
-note "CUDA fp32/int8, ONNX Runtime, PyTorch on the test set done (rc $?)"
+peers() {
+    note "time to 82 %: litenet-mixer-cutout, LiteNet BF16 vs PyTorch eager vs torch.compile"
+    python3 bench/bench_mixer_gpu.py train --preset litenet-mixer-cutout --data "$DATA" --epochs 100 \
+        --runs litenet:bf16 torch torch-compile --stop-at 0.82 --targets 0.78 0.80 0.82 \
+        --out "$DIR/train-cutout-peers.json" >"$DIR/train-cutout-peers.log" 2>&1
+    note "done (rc $?)"
+}
 
-if [ "${WIDE:-0}" = 1 ]; then
+train() {
+    note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside two batch-128 recipes"
+    DATA=$DATA DIR=$DIR bash bench/gpu_mixer_recipes.sh \
+        "b128:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780" &
+    DATA=$DATA DIR=$DIR/wd bash bench/gpu_mixer_recipes.sh \
+        "b128-wd0.1:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1" &
+    tests &
+    python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
+        --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1
+    note "done (rc $?)"
+    python3 -m litenet export --weights "$DIR/litenet-mixer-cutout" --int8 --data "$DATA" >"$DIR/export.log" 2>&1
+    note "export done (rc $?)"
+    wait
+    python3 bench/bench_infer_mixer_gpu.py --models "$DIR/litenet-mixer-cutout" --test-data "$DATA" \
+        --out "$DIR/infer-mixer-cutout.md" >"$DIR/infer-mixer-cutout.log" 2>&1
+    note "CUDA fp32/int8, ONNX Runtime, PyTorch on the test set done (rc $?)"
+}
+
+wide() {
     note "wider Mixer, cutout recipe, 100 epochs"
-    DATA=$DATA DIR=$DIR bench/gpu_mixer_recipes.sh \
-        wide256-cutout16:100:width=256,token_hidden=128,channel_hidden=1024,augment=crop+flip+cutout,cutout_size=16
-fi
+    DATA=$DATA DIR=$DIR bash bench/gpu_mixer_recipes.sh \
+        "wide256-cutout16:100:width=256,token_hidden=128,channel_hidden=1024,$CUTOUT"
+}
+
+for job in "${@:-steps peers train}"; do
+    for one in $job; do "$one"; done
+done
 note "queue finished"

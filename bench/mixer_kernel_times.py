@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, nargs="+", default=[256])
     ap.add_argument("--precision", default="bf16")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--slowest", type=int, default=25, help="list this many of the slowest launches")
     ap.add_argument("--out")
     args = ap.parse_args()
     import cupy
@@ -40,8 +41,8 @@ def main() -> None:
         be.load_dataset(images, rng.integers(0, 10, len(images)).astype(np.uint8))
         be.train_steps(np.arange(batch)[None], np.full(1, 1e-3))
         be.fetch_stats()
-        dev, per_kernel, total = be.dev, defaultdict(float), 0.0
-        for launch in be._steps:
+        dev, per_kernel, total, launches = be.dev, defaultdict(float), 0.0, []
+        for position, launch in enumerate(be._steps):
             times = []
             for _ in range(args.repeats):
                 start, stop = cupy.cuda.Event(), cupy.cuda.Event()
@@ -53,11 +54,19 @@ def main() -> None:
             ms = statistics.median(times)
             per_kernel[launch.kernel] += ms
             total += ms
+            # the scalar arguments (sizes, strides, flags) tell the launches of one kernel apart
+            scalars = [a.item() for a in launch.args if isinstance(a, (np.int32, np.float32))]
+            launches.append({"position": position, "kernel": launch.kernel, "grid": launch.grid,
+                             "scalars": scalars, "ms": ms})
         rows = sorted(per_kernel.items(), key=lambda kv: -kv[1])
         print(f"batch {batch} {args.precision}: {total:.3f} ms summed over {len(be._steps)} launches")
         for name, ms in rows:
             print(f"  {name:40s} {ms:8.3f} ms  {100 * ms / total:5.1f} %")
-        report[batch] = {"total_ms": total, "kernels": dict(rows), "launches": len(be._steps)}
+        print("  the slowest launches:")
+        for one in sorted(launches, key=lambda row: -row["ms"])[:args.slowest]:
+            print(f"    #{one['position']:<4d} {one['kernel']:36s} grid {one['grid']:<6d} {one['ms']:7.3f} ms  {one['scalars']}")
+        report[batch] = {"total_ms": total, "kernels": dict(rows), "launches": len(be._steps),
+                         "each_launch": launches}
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 

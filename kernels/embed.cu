@@ -28,7 +28,7 @@
 // works). embed_forward / embed_backward: grid = tiles_m · tiles_n · splits blocks over output
 // tiles of 64 rows (the `_tall` versions: 128; geometry.Gemm.tall chooses) × 64 columns (tiles_m
 // over the output's rows: B forward, Kin backward), block x on tile x / splits, split x % splits;
-// scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats (unused when splits = 1); counters ≥ tiles zeroed
+// scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats (unused when splits = 1); counters ≥ tiles·LN_TILE_COUNTERS zeroed
 // unsigned ints, left zeroed. embed_forward_rows: grid = ⌈B / rows⌉ · parts, dynamic shared
 // memory rows·Kin·4 bytes.
 // Limits: 32×32×3 images, 4-byte aligned; index values < the dataset's length (not checked here);
@@ -63,7 +63,7 @@ __device__ void embed_forward_body(const float* S, const float* W, float* out, i
     const TileCoords<TM> tc(splits, d);
     float acc[TM][4], unused;
     if (!gemm_splitk<TM, 1, P>(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, tc.m0, tc.n0, tc.split, splits,
-                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false,
+                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc, false,
                                unused, smem))
         return;
     for (int i = 0; i < TM; ++i)
@@ -80,7 +80,7 @@ __device__ void embed_backward_body(const float* S, const float* dH, float* dW, 
     // ahead: two (as linear_backward_weight) would cost the registers that keep litenet-base's
     // 384-block ∂We at batch 4096 in one wave.
     if (!gemm_splitk<TM, 1, P>(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, tc.m0, tc.n0, tc.split, splits,
-                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false,
+                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc, false,
                                unused, smem))
         return;
     for (int i = 0; i < TM; ++i)

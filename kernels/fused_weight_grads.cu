@@ -47,7 +47,7 @@ extern "C" __global__ void fused_weight_grads(const int* jobs, float* grads, con
     const int kind = job[0], layer = job[1], m0 = job[2] * LN_TILE, n0 = job[3] * LN_TILE, split = job[4],
               splits = job[5], tensor = job[8];
     float* partials = scratch + job[7];
-    unsigned int* counter = counters + job[6];
+    unsigned int* counter = tile_counters(counters, job[6]);
     float* grad_sq = stats + (size_t)step_pos(ctr) * stat_width + LN_STAT_GRAD_SQ;
 
     if (kind == JOB_LAYERNORM) {

@@ -23,7 +23,7 @@
 // Launch: 256 threads; grid = tiles_m · tiles_n · splits with tiles over the output ((B, n_out),
 // (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile x / splits,
 // split x % splits). scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats when splits > 1 (TM = 4, or 8 for
-// _tall); counters ≥ tiles zeroed unsigned ints, left zeroed. Limits: none on the sizes beyond int
+// _tall); counters ≥ tiles·LN_TILE_COUNTERS zeroed unsigned ints, left zeroed. Limits: none on the sizes beyond int
 // indexing.
 #include "common.cuh"
 #include "splitk.cuh"
@@ -37,7 +37,7 @@ __device__ void linear_forward_body(const float* x, const float* W, const float*
     const TileCoords<TM> tc(splits, n_out);
     float acc[TM][4], unused;
     if (!gemm_splitk<TM, 1, P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
-                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc, false,
+                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc, false,
                                unused, smem))
         return;
     float b[4];
@@ -65,7 +65,7 @@ __device__ void linear_backward_input_body(const float* dy, const float* W, floa
     float acc[TM][4], unused;
     // B operand (k = o, n = i) is W[i, o]: W read as a transposed view.
     if (!gemm_splitk<TM, 1, P>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split,
-                               splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), counters + tc.tile, acc,
+                               splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc,
                                false, unused, smem))
         return;
     for (int i = 0; i < TM; ++i) {
@@ -88,7 +88,7 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
     // multiprocessor: fetch two k steps ahead (64-row tiles; the tall ones would lose occupancy).
     if (!gemm_splitk<TM, TM == 4 ? 2 : 1, P>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, tc.m0, tc.n0,
                                           tc.split, splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM),
-                                          counters + tc.tile, acc, bias_row, db_sum, smem))
+                                          tile_counters(counters, tc.tile), acc, bias_row, db_sum, smem))
         return;
     for (int i = 0; i < TM; ++i)
         if (tc.m(i) < n_in) store_row4(dW, n_out, tc.m(i), tc.n(0), n_out, acc[i]);

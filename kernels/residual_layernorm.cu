@@ -11,7 +11,7 @@
 //
 // Launch (256 threads): forward, one warp per row, grid = ⌈B/8⌉. Backward, grid = ⌈B/8⌉ row
 // blocks (∂s) followed by tiles·splits column-sum blocks for [∂γ | ∂β] (2d columns in 64-wide
-// tiles, batch split `splits` ways; scratch ≥ tiles·splits·64 floats, counters ≥ tiles zeroed).
+// tiles, batch split `splits` ways; scratch ≥ tiles·splits·64 floats, counters ≥ tiles·LN_TILE_COUNTERS zeroed).
 // residual_join: any grid (grid-stride). Limits: none beyond int indexing; y may alias x.
 #include "common.cuh"
 #include "splitk.cuh"
@@ -62,7 +62,7 @@ extern "C" __global__ void residual_layernorm_backward(const float* dy, const fl
     const int job = blockIdx.x - row_blocks, tile = job / splits, split = job % splits;
     float v;
     if (!colsum_splitk(LayerNormParamGrad{dy, nrm, d}, 2 * d, B, tile * 64, split, splits,
-                       scratch + (size_t)tile * splits * 64, counters + tile, v))
+                       scratch + (size_t)tile * splits * 64, tile_counters(counters, tile), v))
         return;
     const int n = tile * 64 + threadIdx.x;
     if (threadIdx.x < 64 && n < 2 * d) {

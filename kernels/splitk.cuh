@@ -2,9 +2,9 @@
 // kernels' epilogues need around it:
 //
 //   gemm_splitk   K split over several blocks: each writes its partial tile (+ column sums) to
-//                 scratch, the last to finish sums the partials in split order (deterministic),
-//                 four splits' loads in flight at a time, and runs the epilogue; its counter
-//                 returns to zero for the next launch.
+//                 scratch, the last to finish sums the partials in a fixed order (deterministic;
+//                 in two levels past LN_GROUP splits, tile_fixup), four splits' loads in flight at a
+//                 time, and runs the epilogue; its counters return to zero for the next launch.
 //   TileCoords    which tile and split a block owns; store_row4 writes a thread's 4 columns.
 //   colsum_splitk out[n] = Σ_k f(k, n) for a 64-column tile (LayerNorm parameter gradients).
 #pragma once
@@ -19,26 +19,49 @@ __device__ __forceinline__ void split_range(int K, int split, int splits, int& k
     k_end = min(K, (split + 1) * per * LN_TK);
 }
 
-// Split-K: each split stores its partial sums; returns true in exactly one block of the `splits`
-// that share `counter` — the last to finish — with the totals summed in split order. Arrival is
-// counted after a fence, so the partials are in L2 before the last block reads them (with __ldcg,
-// past its own L1). Every thread of the block must call these.
+// A tile's split-K sum in two levels. With more than LN_GROUP splits, the last block to finish of
+// each group of LN_GROUP consecutive splits sums that group's partials (in split order) into the
+// group's first slab, and the last group to finish sums the groups' totals (in group order): the
+// result is deterministic, and no block reads more than max(LN_GROUP, groups) slabs. One level, one
+// block reading every slab, cost the Mixer's token ∂W (one 64 × 64 tile, 264 splits: 4.3 MiB read
+// by one block) 57 µs of its ≈ 8 µs of products on an H200 (bench/results/gpu-mixer-2026-12-03.md).
+#define LN_GROUP 16
+#define LN_MAX_GROUPS 31                      // so at most 16 · 31 = 496 splits
+#define LN_TILE_COUNTERS (1 + LN_MAX_GROUPS)  // a tile's counters: the tile's, then one per group
 
-// One value per active thread (`slot` in a slab of `slab` floats); used for column sums.
+// The counters of tile `tile` of a launch (counters ≥ tiles · LN_TILE_COUNTERS, zeroed).
+__device__ __forceinline__ unsigned int* tile_counters(unsigned int* counters, int tile) {
+    return counters + (size_t)tile * LN_TILE_COUNTERS;
+}
+
+// Counts this block's arrival at `counter`, after its stores; true in the block that arrives last
+// of `arrivals`, which resets the counter and may then read what the others stored (past its own
+// L1: __ldcg). Every thread of the block must call it.
+__device__ __forceinline__ bool arrive_last(unsigned int* counter, int arrivals) {
+    __shared__ int is_last;
+    __threadfence();  // this block's stores reach L2 before the counter says so
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        is_last = atomicAdd(counter, 1u) == (unsigned int)(arrivals - 1);
+        if (is_last) *counter = 0u;  // every arrival is in: left at zero for the next launch
+    }
+    __syncthreads();
+    if (!is_last) return false;
+    __threadfence();
+    return true;
+}
+
+// Split-K of column sums: one value per active thread (`slot` in a slab of `slab` floats); true in
+// exactly one block of the `splits` that share `counter` — the last to finish — with the totals
+// summed in split order (the slabs are 64 floats: one level is enough).
 template <int COUNT>
 __device__ bool splitk_fixup(float (&v)[COUNT], const int (&slot)[COUNT], bool active, int slab, int split,
                              int splits, float* partials, unsigned int* counter) {
-    __shared__ int is_last;
     if (splits == 1) return true;
     float* mine = partials + (size_t)split * slab;
     if (active)
         for (int i = 0; i < COUNT; ++i) mine[slot[i]] = v[i];
-    __threadfence();  // partials reach L2 before the counter says so
-    __syncthreads();
-    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == (unsigned int)(splits - 1);
-    __syncthreads();
-    if (!is_last) return false;
-    __threadfence();
+    if (!arrive_last(counter, splits)) return false;
     if (active) {
         float total[COUNT];
         for (int i = 0; i < COUNT; ++i) total[i] = 0.f;
@@ -56,43 +79,37 @@ __device__ bool splitk_fixup(float (&v)[COUNT], const int (&slot)[COUNT], bool a
             for (int i = 0; i < COUNT; ++i) total[i] += __ldcg(partials + (size_t)sp * slab + slot[i]);
         for (int i = 0; i < COUNT; ++i) v[i] = total[i];
     }
-    if (threadIdx.x == 0) *counter = 0u;
     return true;
 }
 
-// A tile (thread t's TM×4 block, 16-byte stores and loads) and its column sums. Slab:
-// LN_SLAB_OF(TM) floats per split, 16-byte aligned (partials must be).
+// Thread t's TM×4 block of a tile (and, t < 64 with `col`, its column sum) into slab `slab_p`.
 template <int TM>
-__device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int split, int splits, float* partials,
-                           unsigned int* counter) {
-    __shared__ int is_last;
-    if (splits == 1) return true;
-    const int t = threadIdx.x, tx = t & 15, ty = t >> 4, slab = LN_SLAB_OF(TM), cols = 16 * TM * LN_TILE;
-    float* mine = partials + (size_t)split * slab;
+__device__ __forceinline__ void store_slab(float* slab_p, const float (&acc)[TM][4], bool col, float colsum) {
+    const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
     for (int i = 0; i < TM; ++i)
-        st4(mine + (TM * ty + i) * LN_TILE + 4 * tx, make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
-    if (colsums && t < LN_TILE) mine[cols + t] = colsum;
-    __threadfence();
-    __syncthreads();
-    if (t == 0) is_last = atomicAdd(counter, 1u) == (unsigned int)(splits - 1);
-    __syncthreads();
-    if (!is_last) return false;
-    __threadfence();
-    constexpr int U = TM == 4 ? 4 : 2;  // splits read at a time: 16 vector loads in flight
+        st4(slab_p + (TM * ty + i) * LN_TILE + 4 * tx, make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+    if (col) slab_p[16 * TM * LN_TILE + t] = colsum;
+}
+
+// acc (and colsum) = the sum of slabs first, first + stride, … (`count` of them), added in that order.
+template <int TM>
+__device__ void sum_slabs(float (&acc)[TM][4], float& colsum, bool col, const float* partials, int first, int stride,
+                          int count) {
+    const int t = threadIdx.x, tx = t & 15, ty = t >> 4, slab = LN_SLAB_OF(TM), cols = 16 * TM * LN_TILE;
+    constexpr int U = TM == 4 ? 4 : 2;  // slabs read at a time: 16 vector loads in flight
     float4 total[TM];
     for (int i = 0; i < TM; ++i) total[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     float ctotal = 0.f;
-    const bool mine_col = colsums && t < LN_TILE;
-    int sp = 0;
-    for (; sp + U <= splits; sp += U) {  // added in split order
+    int q0 = 0;
+    for (; q0 + U <= count; q0 += U) {
         float4 x[U][TM];
         float c[U];
 #pragma unroll
         for (int q = 0; q < U; ++q) {
-            const float* p = partials + (size_t)(sp + q) * slab;
+            const float* p = partials + (size_t)(first + (q0 + q) * stride) * slab;
 #pragma unroll
             for (int i = 0; i < TM; ++i) x[q][i] = ld4cg(p + (TM * ty + i) * LN_TILE + 4 * tx);
-            c[q] = mine_col ? __ldcg(p + cols + t) : 0.f;
+            c[q] = col ? __ldcg(p + cols + t) : 0.f;
         }
 #pragma unroll
         for (int q = 0; q < U; ++q) {
@@ -101,10 +118,10 @@ __device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int
             ctotal += c[q];
         }
     }
-    for (; sp < splits; ++sp) {
-        const float* p = partials + (size_t)sp * slab;
+    for (; q0 < count; ++q0) {
+        const float* p = partials + (size_t)(first + q0 * stride) * slab;
         for (int i = 0; i < TM; ++i) add4(total[i], ld4cg(p + (TM * ty + i) * LN_TILE + 4 * tx));
-        if (mine_col) ctotal += __ldcg(p + cols + t);
+        if (col) ctotal += __ldcg(p + cols + t);
     }
     for (int i = 0; i < TM; ++i) {
         acc[i][0] = total[i].x;
@@ -113,22 +130,42 @@ __device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int
         acc[i][3] = total[i].w;
     }
     colsum = ctotal;
-    if (t == 0) *counter = 0u;
+}
+
+// A tile (thread t's TM×4 block) and its column sums, split `splits` ≤ LN_GROUP · LN_MAX_GROUPS
+// ways; true in the one block that ends holding the totals. Slab: LN_SLAB_OF(TM) floats per
+// split, 16-byte aligned (partials must be); counters: the tile's (tile_counters).
+template <int TM>
+__device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int split, int splits, float* partials,
+                           unsigned int* counters) {
+    if (splits == 1) return true;
+    const bool col = colsums && threadIdx.x < LN_TILE;
+    const int slab = LN_SLAB_OF(TM), group = split / LN_GROUP, first = group * LN_GROUP;
+    const int groups = (splits + LN_GROUP - 1) / LN_GROUP, members = min(LN_GROUP, splits - first);
+    store_slab<TM>(partials + (size_t)split * slab, acc, col, colsum);
+    // One group: its counter is the tile's, and its sum the total.
+    if (!arrive_last(groups == 1 ? counters : counters + 1 + group, members)) return false;
+    sum_slabs<TM>(acc, colsum, col, partials, first, 1, members);
+    if (groups == 1) return true;
+    // Into the group's first slab: each thread rewrites only the values it has just read itself.
+    store_slab<TM>(partials + (size_t)first * slab, acc, col, colsum);
+    if (!arrive_last(counters, groups)) return false;
+    sum_slabs<TM>(acc, colsum, col, partials, 0, LN_GROUP, groups);
     return true;
 }
 
 // One output tile (16·TM rows × 64 columns) of C = A·B with K split `splits` ways; true in the
 // block holding the finished tile, whose thread owns acc[i][j] = C[m0 + TM·ty + i][n0 + 4·tx + j]
 // (t = 16·ty + tx) and, with `colsums`, thread t < 64 colsum = Σ_k B(k, n0 + t).
-// partials: splits · LN_SLAB_OF(TM) floats.
+// partials: splits · LN_SLAB_OF(TM) floats; counters: the tile's (tile_counters).
 template <int TM, int DEPTH = 1, class P = PrecFp32, class A, class B>
 __device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
-                            float* partials, unsigned int* counter, float (&acc)[TM][4], bool colsums, float& colsum,
+                            float* partials, unsigned int* counters, float (&acc)[TM][4], bool colsums, float& colsum,
                             GemmSmem<TM>& s) {
     int k_begin, k_end;
     split_range(K, split, splits, k_begin, k_end);
     gemm_tile<TM, DEPTH, P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
-    return tile_fixup<TM>(acc, colsums, colsum, split, splits, partials, counter);
+    return tile_fixup<TM>(acc, colsums, colsum, split, splits, partials, counters);
 }
 
 // The epilogue's view of thread t's TM×4 block of the tile at (m0, n0): row(i) = m0 + TM·ty + i,

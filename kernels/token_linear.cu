@@ -13,7 +13,7 @@
 // Each product in three precisions (mma.cuh): the plain names fp32 on the SIMT cores, `_tf32` and
 // `_bf16` on the tensor cores (sm_80+). Launch: 256 threads; products: grid = tiles_m · tiles_n ·
 // splits over the output (64 × 64 tiles), scratch ≥ tiles·splits·LN_SLAB_OF(4) floats when
-// splits > 1, counters ≥ tiles zeroed (left zeroed). Limits: int indexing.
+// splits > 1, counters ≥ tiles·LN_TILE_COUNTERS zeroed (left zeroed). Limits: int indexing.
 #include "common.cuh"
 #include "splitk.cuh"
 
@@ -26,7 +26,7 @@ __device__ void token_forward_body(const float* x, const float* W, const float* 
     float acc[4][4], unused;
     // A(j, t) = W[t, j]: W (T, T') read as a transposed view.
     if (!gemm_splitk<4, 1, P>(Mat<false>{W, T_out}, Mat<true>{x, N}, T_out, N, T, tc.m0, tc.n0, tc.split, splits,
-                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), counters + tc.tile, acc, false,
+                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tile_counters(counters, tc.tile), acc, false,
                               unused, smem))
         return;
     for (int i = 0; i < 4; ++i) {
@@ -50,7 +50,7 @@ __device__ void token_backward_input_body(const float* dy, const float* W, const
     const TileCoords<4> tc(splits, N);
     float acc[4][4], unused;
     if (!gemm_splitk<4, 1, P>(Mat<true>{W, T_out}, Mat<true>{dy, N}, T, N, T_out, tc.m0, tc.n0, tc.split, splits,
-                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), counters + tc.tile, acc, false,
+                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tile_counters(counters, tc.tile), acc, false,
                               unused, smem))
         return;
     for (int i = 0; i < 4; ++i) {
@@ -71,7 +71,7 @@ __device__ void token_backward_weight_body(const float* x, const float* dy, floa
     float acc[4][4], unused;
     // B(n, j) = ∂Y[j, n]: ∂Y read as a transposed view; a long sum over few blocks: fetch two steps ahead.
     if (!gemm_splitk<4, 2, P>(Mat<true>{x, N}, Mat<false>{dy, N}, T, T_out, N, tc.m0, tc.n0, tc.split, splits,
-                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), counters + tc.tile, acc, false,
+                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tile_counters(counters, tc.tile), acc, false,
                               unused, smem))
         return;
     for (int i = 0; i < 4; ++i)

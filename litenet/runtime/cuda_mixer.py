@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from litenet import graph
-from litenet.gpu.launch import THREADS, check_launch, named_launch
+from litenet.gpu.launch import SPLITS_LIMIT, THREADS, TILE_COUNTERS, check_launch, named_launch
 from litenet.runtime.cuda_mixer_net import MixerDeviceNet, pad16
 from litenet.runtime.cuda_net import pad64
 from litenet.runtime.cuda_plan import BatchRun
@@ -52,7 +52,7 @@ def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
     product has 2 tiles and a 512-long sum, and its two blocks would be the whole forward's critical
     path; cut into enough blocks for two waves of the GPU, each at least 4 k steps of 16 (as the
     trainer's geometry does). Large batches have tiles enough and get no split."""
-    return int(max(1, min(math.ceil(2 * sm_count / _tiles(m, n)), k // 64)))
+    return int(max(1, min(math.ceil(2 * sm_count / _tiles(m, n)), k // 64, SPLITS_LIMIT)))
 
 
 class _Walk:
@@ -116,10 +116,10 @@ class _Walk:
 
     def split_k_sizes(self) -> tuple[int, int]:
         """fp32: floats of split-K scratch (the partial tiles of the largest split product) and counters
-        (one per tile of the product with the most tiles; each launch leaves them at zero)."""
+        (TILE_COUNTERS per tile of the product with the most tiles; each launch leaves them at zero)."""
         products = [(*self.sizes(op), splits_for(*self.sizes(op), self.dn.dev.sm_count)) for op in graph.products(self.m)]
         scratch = max([1] + [_tiles(m, n) * splits * SLAB for m, n, _k, splits in products if splits > 1])
-        return scratch, max(_tiles(m, n) for m, n, _k, _splits in products)
+        return scratch, max(_tiles(m, n) for m, n, _k, _splits in products) * TILE_COUNTERS
 
     def sizes(self, op: graph.Op) -> tuple[int, int, int]:
         """(M, N, K) of a product's output rows × columns and its sum."""

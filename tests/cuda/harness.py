@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from litenet.gpu.launch import TILE_COUNTERS
 from litenet.model import ModelConfig, param_layout, param_views
 from litenet import ops
 from litenet.train import reference as ref
@@ -88,7 +89,7 @@ def _nan(r, shape):
 
 
 def _splitk(r, tiles, splits, floats=SLAB):
-    return r.put(np.zeros(max(tiles * splits * floats, 1), f32)), r.put(np.zeros(tiles, np.uint32))
+    return r.put(np.zeros(max(tiles * splits * floats, 1), f32)), r.put(np.zeros(tiles * TILE_COUNTERS, np.uint32))
 
 
 def _tiles(M, N, rows=TILE):

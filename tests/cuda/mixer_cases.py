@@ -158,6 +158,9 @@ MIXER_KERNEL_SHAPES = [
     ("token_linear_backward_weight", dict(T=16, T_out=9, N=300, splits=4)),
     ("token_linear_backward_weight", dict(T=65, T_out=64, N=129, splits=3)),
     ("token_linear_backward_weight", dict(T=1, T_out=9, N=1000, splits=7)),  # a bias gradient: X a row (of ones)
+    # past 16 splits the partials are summed in two levels (splitk.cuh): 3 groups, the last of 8
+    ("token_linear_backward_weight", dict(T=65, T_out=64, N=2000, splits=40)),
+    ("linear_residual_forward", dict(B=9, n_in=1300, n_out=70, splits=33)),
     ("layernorm_forward", dict(B=13, d=64)),
     ("layernorm_forward", dict(B=9, d=7)),
     ("patches_gather", dict(B=5, patch=4)),
@@ -180,6 +183,7 @@ MIXER_KERNEL_SHAPES += [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for nam
     ("linear_backward_input", dict(B=37, n_in=65, n_out=10)),
     ("linear_backward_input_gelu", dict(B=66, n_in=65, n_out=20, splits=3)),
     ("linear_backward_weight", dict(B=150, n_in=68, n_out=70, splits=4)),
+    ("linear_backward_weight", dict(B=1500, n_in=68, n_out=70, splits=20)),  # two levels, with the ∂b column sums
     ("token_linear_gelu_forward", dict(T=64, T_out=70, N=40)),
     ("token_linear_residual_forward", dict(T=9, T_out=16, N=130, splits=2)),
     ("token_linear_backward_input", dict(T=16, T_out=9, N=67)),

@@ -33,6 +33,7 @@ KERNEL_SHAPES = [
     ("linear_backward_weight", dict(B=300, n_in=63, n_out=70, splits=4)),
     ("linear_backward_weight", dict(B=1, n_in=5, n_out=3)),
     ("linear_backward_weight", dict(B=150, n_in=68, n_out=132, splits=6)),
+    ("linear_backward_weight", dict(B=1500, n_in=63, n_out=70, splits=20)),  # split-K in two levels (splitk.cuh)
     ("embed_forward_tall", dict(B=130, d=68, splits=3)),
     ("embed_forward_tall", dict(B=9, d=65, embed="full", shift=0.5)),
     ("embed_backward_tall", dict(B=37, d=20, splits=2)),
@@ -41,6 +42,7 @@ KERNEL_SHAPES = [
     ("linear_backward_input_tall", dict(B=131, n_in=68, n_out=40, splits=3)),
     ("linear_backward_input_tall", dict(B=5, n_in=17, n_out=30)),
     ("linear_backward_weight_tall", dict(B=150, n_in=132, n_out=68, splits=6)),
+    ("linear_backward_weight_tall", dict(B=1500, n_in=132, n_out=68, splits=35)),
     ("linear_backward_weight_tall", dict(B=37, n_in=65, n_out=10, splits=1)),
     ("gelu_forward", dict(n=1000)),
     ("gelu_forward", dict(n=7, grid=1)),

@@ -1,9 +1,13 @@
 """kernel_args: arguments given by parameter name come out in the kernel's declared order, and a
 parameter missed, unknown or given twice is refused before anything runs."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from litenet.gpu.launch import SPLITS_LIMIT, TILE_COUNTERS
 from litenet.train.cuda.kernel_args import StatsRow, kernel_args
 
 ROW = StatsRow(np.zeros(2, np.int32), np.zeros((4, 8), np.float32), np.int32(8))
@@ -23,3 +27,11 @@ def test_named_arguments_come_out_in_the_kernels_order():
 def test_a_wrong_name_is_refused(named, message):
     with pytest.raises(TypeError, match=message):
         kernel_args("grad_norm_sq", ROW, **named)
+
+
+def test_split_k_constants_match_the_kernels():
+    """The counters and splits the plans allocate for are the ones kernels/splitk.cuh indexes."""
+    text = (Path(__file__).resolve().parents[2] / "kernels" / "splitk.cuh").read_text(encoding="utf-8")
+    value = {name: int(v) for name, v in re.findall(r"#define (LN_GROUP|LN_MAX_GROUPS) (\d+)", text)}
+    assert TILE_COUNTERS == 1 + value["LN_MAX_GROUPS"]
+    assert SPLITS_LIMIT == value["LN_GROUP"] * value["LN_MAX_GROUPS"]

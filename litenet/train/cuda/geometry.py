@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from litenet.errors import UsageError
-from litenet.gpu.launch import SMEM_LIMIT, THREADS
+from litenet.gpu.launch import SMEM_LIMIT, THREADS, TILE_COUNTERS
 from litenet.model import ModelConfig
 from litenet.train.cuda.schedule_ring import PRECISIONS
 
@@ -143,7 +143,8 @@ class Geometry:
         self.rows, self.fused_smem = fused_rows_shape(model, batch, sm_count)
         self.jobs, jobs_scratch, jobs_counters = weight_grad_jobs(model, batch, sm_count)
         self.scratch = max([x.scratch for x in self.gemms.values()] + [self.layernorm_grads.scratch, jobs_scratch, 1])
-        self.counters = max([x.tiles for x in self.gemms.values()] + [self.layernorm_grads.tiles, jobs_counters])
+        self.counters = max([x.tiles * TILE_COUNTERS for x in self.gemms.values()]
+                            + [self.layernorm_grads.tiles * TILE_COUNTERS, jobs_counters])
 
     @property
     def fused_ok(self) -> bool:
@@ -198,7 +199,8 @@ def fused_rows_shape(model: ModelConfig, batch: int, sm_count: int) -> tuple[int
 
 
 def weight_grad_jobs(model: ModelConfig, batch: int, sm_count: int):
-    """The job table of fused_weight_grads: (jobs int32 (n, 10), scratch floats, counters).
+    """The job table of fused_weight_grads: (jobs int32 (n, 10), scratch floats, counters: TILE_COUNTERS
+    per tile).
 
     One product per parameter group; each gets a share of the blocks in proportion to its work,
     the embedding (the largest) first so its blocks start earliest."""
@@ -222,7 +224,7 @@ def weight_grad_jobs(model: ModelConfig, batch: int, sm_count: int):
                 for split in range(splits):
                     rows.append((kind, layer, tm, tn, split, splits, tile_id, offset, tensor, 0))
                 tile_id += 1
-    return np.array(rows, dtype=np.int32).reshape(-1, 10), max(scratch, 1), tile_id
+    return np.array(rows, dtype=np.int32).reshape(-1, 10), max(scratch, 1), tile_id * TILE_COUNTERS
 
 
 FUSED_WEIGHT_BYTES = 512 * 1024

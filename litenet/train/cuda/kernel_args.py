@@ -43,7 +43,7 @@ class Pixels(NamedTuple):
 class SplitK(NamedTuple):
     splits: np.int32  # how many ranges the reduction is cut into
     scratch: np.ndarray  # float32: the ranges' partial tiles
-    counters: np.ndarray  # uint32: arrivals per tile (always left at zero)
+    counters: np.ndarray  # uint32: arrivals, TILE_COUNTERS per tile (always left at zero)
 
 
 class StatsRow(NamedTuple):

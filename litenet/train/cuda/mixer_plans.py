@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from litenet.gpu.launch import THREADS
+from litenet.gpu.launch import SPLITS_LIMIT, THREADS, TILE_COUNTERS
 from litenet.graph import residuals
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout, param_views
 from litenet.train.augment import CUTOUT_FILL
@@ -38,10 +38,14 @@ def tiles(M: int, N: int) -> int:
     return math.ceil(M / TILE) * math.ceil(N / TILE)
 
 
+BLOCKS_PER_SM = 2  # split-K aims for this many blocks per multiprocessor (the product kernels fit 2–3)
+
+
 def splits_for(M: int, N: int, K: int, sm_count: int) -> int:
-    """How many ways to cut a product's sum over K: enough blocks for two waves of the GPU, with at
-    least 4 k steps of 16 per split (a ∂W over 16,384 rows gets tens of splits; a forward none)."""
-    return int(max(1, min(math.ceil(2 * sm_count / tiles(M, N)), K // 64)))
+    """How many ways to cut a product's sum over K: enough blocks for BLOCKS_PER_SM per multiprocessor,
+    with at least 4 k steps of 16 per split (a ∂W over 16,384 rows gets tens of splits; a forward
+    none), and no more than splitk.cuh's two-level sum takes."""
+    return int(max(1, min(math.ceil(BLOCKS_PER_SM * sm_count / tiles(M, N)), K // 64, SPLITS_LIMIT)))
 
 
 class ActivationSlots:
@@ -90,7 +94,7 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     P, L, kept = param_count(model), s.L, s.slots
     scratch = max(tiles(M, N) * splits_for(M, N, K, sm_count) * SLAB for M, N, K in s.products()
                   if splits_for(M, N, K, sm_count) > 1)
-    counters = max(tiles(M, N) for M, N, _ in s.products())
+    counters = max(tiles(M, N) for M, N, _ in s.products()) * TILE_COUNTERS
     a = ArenaPlan()
     a.add("params", (P,), f32, "the parameters, flat (litenet.model.param_layout)")
     a.add("grads", (P,), f32, "this step's gradient")
