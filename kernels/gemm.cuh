@@ -169,8 +169,10 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
 // acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + TM·ty + i, k) · B(k, n0 + 4·tx + j) (t = 16·ty + tx),
 // k in increasing order, for a tile of 16·TM rows × 64 columns. With `colsums` (B contiguous along
 // n only), thread t < 64 also gets colsum = Σ_k B(k, n0 + t). DEPTH: how many k steps ahead the
-// operands are fetched into registers — 1, or 2 for products whose few blocks per multiprocessor
-// leave load latency exposed (a reduction over the batch: ∂W); 2 costs another TM + 4 registers.
+// operands are fetched into registers — 1, or 2 where a k step's multiplies are too few to cover a
+// load's latency: every ∂W (few blocks per multiprocessor) and, since 2026-12-03, the layer kernels'
+// forward and ∂input products (the Mixer's BF16 step −3 % on an H200, bench/results/gpu-mixer-
+// 2026-12-03.md "Fourth session"); 2 costs another TM + 4 registers.
 // Every thread of the block must call it with the same k range; it ends with a barrier.
 template <int TM, int DEPTH, class P = PrecFp32, class A, class B>
 __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,

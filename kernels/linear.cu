@@ -36,7 +36,7 @@ __device__ void linear_forward_body(const float* x, const float* W, const float*
     __shared__ GemmSmem<TM> smem;
     const TileCoords<TM> tc(splits, n_out);
     float acc[TM][4], unused;
-    if (!gemm_splitk<TM, 1, P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
+    if (!gemm_splitk<TM, 2, P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
                                scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc, false,
                                unused, smem))
         return;
@@ -64,7 +64,7 @@ __device__ void linear_backward_input_body(const float* dy, const float* W, floa
     const TileCoords<TM> tc(splits, n_in);
     float acc[TM][4], unused;
     // B operand (k = o, n = i) is W[i, o]: W read as a transposed view.
-    if (!gemm_splitk<TM, 1, P>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split,
+    if (!gemm_splitk<TM, 2, P>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, tc.m0, tc.n0, tc.split,
                                splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc,
                                false, unused, smem))
         return;

@@ -25,7 +25,7 @@ __device__ void token_forward_body(const float* x, const float* W, const float* 
     const TileCoords<4> tc(splits, N);
     float acc[4][4], unused;
     // A(j, t) = W[t, j]: W (T, T') read as a transposed view.
-    if (!gemm_splitk<4, 1, P>(Mat<false>{W, T_out}, Mat<true>{x, N}, T_out, N, T, tc.m0, tc.n0, tc.split, splits,
+    if (!gemm_splitk<4, 2, P>(Mat<false>{W, T_out}, Mat<true>{x, N}, T_out, N, T, tc.m0, tc.n0, tc.split, splits,
                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tile_counters(counters, tc.tile), acc, false,
                               unused, smem))
         return;
@@ -49,7 +49,7 @@ __device__ void token_backward_input_body(const float* dy, const float* W, const
     __shared__ GemmSmem<4> smem;
     const TileCoords<4> tc(splits, N);
     float acc[4][4], unused;
-    if (!gemm_splitk<4, 1, P>(Mat<true>{W, T_out}, Mat<true>{dy, N}, T, N, T_out, tc.m0, tc.n0, tc.split, splits,
+    if (!gemm_splitk<4, 2, P>(Mat<true>{W, T_out}, Mat<true>{dy, N}, T, N, T_out, tc.m0, tc.n0, tc.split, splits,
                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tile_counters(counters, tc.tile), acc, false,
                               unused, smem))
         return;

@@ -38,7 +38,9 @@ def tiles(M: int, N: int) -> int:
     return math.ceil(M / TILE) * math.ceil(N / TILE)
 
 
-BLOCKS_PER_SM = 2  # split-K aims for this many blocks per multiprocessor (the product kernels fit 2–3)
+# Split-K aims for this many blocks per multiprocessor: 3 (the product kernels' 76–84 registers fit
+# 2–3) took the BF16 step from 4.97 to 4.87 ms at batch 256, 17.0 to 15.2 ms at 1024 on an H200.
+BLOCKS_PER_SM = 3
 
 
 def splits_for(M: int, N: int, K: int, sm_count: int) -> int:
