@@ -13,7 +13,8 @@
 #            model scored on the test set (bench_infer_mixer_gpu.py --test-data), alone;
 #   wide     a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the
 #            same recipe, 100 epochs (gpu_mixer_recipes.sh).
-# Needs the full CIFAR-10 at DATA (shared/tools/device-data) for peers, train and wide.
+# (Recipe runs keep their own queue.log in a folder of DIR: "queue finished" in DIR/queue.log is this
+# queue's.) Needs the full CIFAR-10 at DATA (shared/tools/device-data) for peers, train and wide.
 #
 # Run it from a copy of the tree that later calls cannot replace while it runs (the copy there is no
 # git checkout: take it with tar), and keep the machine busy between calls — it is given back when idle:
@@ -52,9 +53,9 @@ peers() {
 
 train() {
     note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside two batch-128 recipes"
-    DATA=$DATA DIR=$DIR bash bench/gpu_mixer_recipes.sh \
+    DATA=$DATA DIR=$DIR/b128 bash bench/gpu_mixer_recipes.sh \
         "b128:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780" &
-    DATA=$DATA DIR=$DIR/wd bash bench/gpu_mixer_recipes.sh \
+    DATA=$DATA DIR=$DIR/b128-wd bash bench/gpu_mixer_recipes.sh \
         "b128-wd0.1:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1" &
     tests &
     python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
@@ -70,7 +71,7 @@ train() {
 
 wide() {
     note "wider Mixer, cutout recipe, 100 epochs"
-    DATA=$DATA DIR=$DIR bash bench/gpu_mixer_recipes.sh \
+    DATA=$DATA DIR=$DIR/wide bash bench/gpu_mixer_recipes.sh \
         "wide256-cutout16:100:width=256,token_hidden=128,channel_hidden=1024,$CUTOUT"
 }
 
