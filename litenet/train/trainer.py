@@ -23,7 +23,7 @@ import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.graph import residuals
-from litenet.model import AnyModel, TrainConfig, init_params, param_layout
+from litenet.model import AnyModel, TrainConfig, config_from_dict, init_params, model_from_dict, param_layout
 from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
@@ -141,7 +141,7 @@ class Trainer:
         position = Position(0, 0, 0)
         if self.options.resume and has_checkpoint:
             state, position, saved_config = load_checkpoint(self.out)
-            if json.loads(saved_config) != json.loads(self._config_json()):
+            if not same_settings(saved_config, self._config_json()):
                 raise LiteNetError(f"{self.out}: the checkpoint was trained with other settings; resume "
                                    "with the same preset and options, or use --force to start over")
             backend.load_state(state)
@@ -311,6 +311,20 @@ def config_json(model: AnyModel, train: TrainConfig) -> str:
     return json.dumps({"model": dataclasses.asdict(model), "train": dataclasses.asdict(train)}, sort_keys=True)
 
 
+def same_settings(saved: str, current: str) -> bool:
+    """Whether a checkpoint's `config_json` holds this run's settings. A setting LiteNet gained after
+    the checkpoint was written (activations, cutout_size, …) reads as its default — what that run
+    did, since every new setting's default keeps the behaviour from before it — so an upgrade does
+    not strand a run half-trained."""
+    def settings(text: str) -> dict:
+        doc = json.loads(text)
+        try:
+            return json.loads(config_json(model_from_dict(doc["model"]), config_from_dict(TrainConfig, doc["train"])))
+        except (LiteNetError, KeyError, TypeError):  # a setting since removed, or no config at all
+            return doc
+    return settings(saved) == settings(current)
+
+
 def check_run_folder(out: Path, resume: bool, force: bool, config: str | None = None) -> bool:
     """Refuse to overwrite a run, to resume nothing, or (given the `config_json` of this run) to
     resume one trained with other settings. The launcher asks once before any rank starts.
@@ -321,7 +335,7 @@ def check_run_folder(out: Path, resume: bool, force: bool, config: str | None = 
                            "or --force to start over (which overwrites it)")
     if resume and not has_checkpoint:
         raise LiteNetError(f"{out}: no checkpoint to resume from; drop --resume to start a new run")
-    if resume and config is not None and json.loads(load_checkpoint(Path(out))[2]) != json.loads(config):
+    if resume and config is not None and not same_settings(load_checkpoint(Path(out))[2], config):
         raise LiteNetError(f"{out}: the checkpoint was trained with other settings; resume "
                            "with the same preset and options, or use --force to start over")
     return has_checkpoint

@@ -138,3 +138,28 @@ def test_settings_out_of_range_are_refused_naming_the_field_and_range():
                               (lambda: MixerConfig(patch=5), "patch must be one of 1, 2, 4, 8, 16, 32")):
         with pytest.raises(UsageError, match=text.replace("+", r"\+")):
             make_config()
+
+
+def test_a_checkpoint_from_before_a_new_setting_resumes(tmp_path):
+    """A checkpoint written before LiteNet had a setting (here `activations`, added 2026-12-03)
+    resumes: the missing setting reads as its default, which is what that run did."""
+    make(tmp_path / "whole").run()
+    make(tmp_path / "split", stop_after_steps=7).run()
+    from litenet.train.checkpoint import save_checkpoint
+    state, position, config = load_checkpoint(tmp_path / "split")
+    older = json.loads(config)
+    del older["train"]["activations"]
+    save_checkpoint(tmp_path / "split", state, position, json.dumps(older, sort_keys=True))
+    make(tmp_path / "split", resume=True).run()
+    assert np.array_equal(load_model(tmp_path / "whole")[0], load_model(tmp_path / "split")[0])
+
+
+def test_a_checkpoint_with_a_setting_since_removed_is_refused(tmp_path):
+    make(tmp_path, stop_after_steps=3).run()
+    from litenet.train.checkpoint import save_checkpoint
+    state, position, config = load_checkpoint(tmp_path)
+    other = json.loads(config)
+    other["train"]["momentum_schedule"] = "nesterov"
+    save_checkpoint(tmp_path, state, position, json.dumps(other, sort_keys=True))
+    with pytest.raises(LiteNetError, match="other settings"):
+        make(tmp_path, resume=True).run()
