@@ -15,10 +15,6 @@ from litenet.gpu import sources
 
 THREADS = 256  # threads per block of every LiteNet kernel (the kernels' loops assume it)
 SMEM_LIMIT = 48 * 1024  # static + dynamic shared memory every CUDA GPU grants without opting in
-# Split-K (kernels/splitk.cuh): the arrival counters of each output tile (LN_TILE_COUNTERS: the
-# tile's, then one per group of 16 splits) and the most splits its two-level sum takes (16 · 31).
-TILE_COUNTERS = 32
-SPLITS_LIMIT = 16 * 31
 
 
 @dataclass

@@ -28,31 +28,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from litenet import graph
-from litenet.gpu.launch import SPLITS_LIMIT, THREADS, TILE_COUNTERS, check_launch, named_launch
+from litenet.gpu.launch import THREADS, check_launch, named_launch
+from litenet.gpu import splitk
 from litenet.runtime.cuda_mixer_net import MixerDeviceNet, pad16
 from litenet.runtime.cuda_net import pad64
 from litenet.runtime.cuda_plan import BatchRun
 
 i32, f32 = np.int32, np.float32
-TILE = 64          # the tile products' output tiles: 64 × 64 (gemm.cuh, infer_core.cuh)
 LN_ROWS = 8        # LayerNorm kernels: one warp per row, 8 rows per 256-thread block
 TOKEN_OUTS = 16    # token_linear_int8.cu: output patches per block (TL_OUTS)
 MODE = "layers"    # the Mixer's one way of running a batch: a launch per op (with its epilogue)
 
 
-SLAB = TILE * TILE + TILE  # floats of one split's partial tile in split-K scratch (LN_SLAB_OF(4), gemm.cuh)
-
-
-def _tiles(m: int, n: int) -> int:
-    return math.ceil(m / TILE) * math.ceil(n / TILE)
+# fp32 products are split (litenet.gpu.splitk) for two blocks per multiprocessor: at batch 1 a channel
+# product has 2 tiles and a 512-long sum, and its two blocks would be the whole forward's critical
+# path. Large batches have tiles enough and get no split.
+BLOCKS_PER_SM = 2
 
 
 def splits_for(m: int, n: int, k: int, sm_count: int) -> int:
-    """fp32: how many ways a product's sum over k is cut (split-K, splitk.cuh): at batch 1 a channel
-    product has 2 tiles and a 512-long sum, and its two blocks would be the whole forward's critical
-    path; cut into enough blocks for two waves of the GPU, each at least 4 k steps of 16 (as the
-    trainer's geometry does). Large batches have tiles enough and get no split."""
-    return int(max(1, min(math.ceil(2 * sm_count / _tiles(m, n)), k // 64, SPLITS_LIMIT)))
+    return splitk.splits_for(m, n, k, sm_count, BLOCKS_PER_SM)
 
 
 class _Walk:
@@ -117,9 +112,8 @@ class _Walk:
     def split_k_sizes(self) -> tuple[int, int]:
         """fp32: floats of split-K scratch (the partial tiles of the largest split product) and counters
         (TILE_COUNTERS per tile of the product with the most tiles; each launch leaves them at zero)."""
-        products = [(*self.sizes(op), splits_for(*self.sizes(op), self.dn.dev.sm_count)) for op in graph.products(self.m)]
-        scratch = max([1] + [_tiles(m, n) * splits * SLAB for m, n, _k, splits in products if splits > 1])
-        return scratch, max(_tiles(m, n) for m, n, _k, _splits in products) * TILE_COUNTERS
+        return splitk.split_k_sizes((self.sizes(op) for op in graph.products(self.m)), self.dn.dev.sm_count,
+                                    BLOCKS_PER_SM)
 
     def sizes(self, op: graph.Op) -> tuple[int, int, int]:
         """(M, N, K) of a product's output rows × columns and its sum."""
@@ -179,7 +173,7 @@ class _Walk:
         if not self.int8:
             M, cols, _ = self.sizes(op)
             splits = splits_for(M, cols, k, dn.dev.sm_count)
-            grid = _tiles(M, cols) * splits
+            grid = splitk.tiles(M, cols) * splits
             common = {"x": x, "W": dn.weight(op), "bias": bias, "splits": i32(splits),
                       "scratch": self.buffer("SCRATCH"), "counters": self.buffer("COUNTERS")}
             if op.kind == "token_linear":  # (k, N) → (n, N): the sum over the patches
@@ -206,7 +200,7 @@ class _Walk:
         M = self.rows_of(op)
         # infer_int8_tiles' stride is that of its float output and of its int8 output alike
         stride = pad64(n) if gelu else n
-        return named_launch("infer_int8_tiles", _tiles(M, n), pixels=self.buffer("pixels"), embed=i32(0),
+        return named_launch("infer_int8_tiles", splitk.tiles(M, n), pixels=self.buffer("pixels"), embed=i32(0),
                             shift=f32(0), in_scale=f32(1), x=x, M=i32(M), Kw=i32(pad64(k) // 4), W=dn.weight(op),
                             N=i32(n), use_bias=i32(1), out=fz if gelu else out, use_out=i32(not gelu),
                             stride=i32(stride), **epilogue)

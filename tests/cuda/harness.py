@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from litenet.gpu.launch import TILE_COUNTERS
+from litenet.gpu.splitk import TILE_COUNTERS
 from litenet.model import ModelConfig, param_layout, param_views
 from litenet import ops
 from litenet.train import reference as ref

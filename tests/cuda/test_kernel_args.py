@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from litenet.gpu.launch import SPLITS_LIMIT, TILE_COUNTERS
+from litenet.gpu.splitk import SPLITS_LIMIT, TILE_COUNTERS
 from litenet.train.cuda.kernel_args import StatsRow, kernel_args
 
 ROW = StatsRow(np.zeros(2, np.int32), np.zeros((4, 8), np.float32), np.int32(8))

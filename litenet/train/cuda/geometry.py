@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from litenet.errors import UsageError
-from litenet.gpu.launch import SMEM_LIMIT, THREADS, TILE_COUNTERS
+from litenet.gpu.launch import SMEM_LIMIT, THREADS
+from litenet.gpu.splitk import TILE_COUNTERS
 from litenet.model import ModelConfig
 from litenet.train.cuda.schedule_ring import PRECISIONS
 

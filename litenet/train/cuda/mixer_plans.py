@@ -22,7 +22,9 @@ import math
 
 import numpy as np
 
-from litenet.gpu.launch import SPLITS_LIMIT, THREADS, TILE_COUNTERS
+from litenet.gpu.launch import THREADS
+from litenet.gpu.splitk import TILE, split_k_sizes, tiles
+from litenet.gpu.splitk import splits_for as splits_at
 from litenet.graph import residuals
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout, param_views
 from litenet.train.augment import CUTOUT_FILL
@@ -31,23 +33,14 @@ from litenet.train.cuda.layout import ArenaPlan, StatsLayout
 from litenet.train.cuda.schedule_ring import PRECISIONS
 
 i32, f32 = np.int32, np.float32
-TILE, SLAB = 64, 64 * 64 + 64  # gemm tiles are 64 × 64; a split's partial tile (+ column sums), floats
-
-
-def tiles(M: int, N: int) -> int:
-    return math.ceil(M / TILE) * math.ceil(N / TILE)
-
-
 # Split-K aims for this many blocks per multiprocessor: 3 (the product kernels' 76–84 registers fit
 # 2–3) took the BF16 step from 4.97 to 4.87 ms at batch 256, 17.0 to 15.2 ms at 1024 on an H200.
 BLOCKS_PER_SM = 3
 
 
 def splits_for(M: int, N: int, K: int, sm_count: int) -> int:
-    """How many ways to cut a product's sum over K: enough blocks for BLOCKS_PER_SM per multiprocessor,
-    with at least 4 k steps of 16 per split (a ∂W over 16,384 rows gets tens of splits; a forward
-    none), and no more than splitk.cuh's two-level sum takes."""
-    return int(max(1, min(math.ceil(BLOCKS_PER_SM * sm_count / tiles(M, N)), K // 64, SPLITS_LIMIT)))
+    """How many ways a training product's sum over K is cut (litenet.gpu.splitk.splits_for)."""
+    return splits_at(M, N, K, sm_count, BLOCKS_PER_SM)
 
 
 class ActivationSlots:
@@ -94,9 +87,7 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     """Every buffer of a step and of evaluation (one allocation)."""
     s, W = shapes, StatsLayout(len(param_layout(model)), len(residuals(model))).width
     P, L, kept = param_count(model), s.L, s.slots
-    scratch = max(tiles(M, N) * splits_for(M, N, K, sm_count) * SLAB for M, N, K in s.products()
-                  if splits_for(M, N, K, sm_count) > 1)
-    counters = max(tiles(M, N) for M, N, _ in s.products()) * TILE_COUNTERS
+    scratch, counters = split_k_sizes(s.products(), sm_count, BLOCKS_PER_SM)
     a = ArenaPlan()
     a.add("params", (P,), f32, "the parameters, flat (litenet.model.param_layout)")
     a.add("grads", (P,), f32, "this step's gradient")
