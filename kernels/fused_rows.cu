@@ -113,6 +113,7 @@ extern "C" __global__ void fused_rows(const float* params, const int* layout, fl
             const size_t g = (size_t)i * B + row0 + r;
             for (int j = lane; j < d; j += 32) DY[g * d + j] = sg[r * d4 + j];
             layernorm_row_backward(sg + r * d4, NRM + g * d, RSTD[g], gamma, d, sd + r * d4);
+            __syncwarp();  // a lane may have written the elements (16-byte groups) another lane copies here
             for (int j = lane; j < d; j += 32) DS[g * d + j] = sd[r * d4 + j];
         }
         __syncthreads();

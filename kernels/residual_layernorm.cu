@@ -12,7 +12,8 @@
 // Launch (256 threads): forward, one warp per row, grid = ⌈B/8⌉. Backward, grid = ⌈B/8⌉ row
 // blocks (∂s) followed by tiles·splits column-sum blocks for [∂γ | ∂β] (2d columns in 64-wide
 // tiles, batch split `splits` ways; scratch ≥ tiles·splits·64 floats, counters ≥ tiles·LN_TILE_COUNTERS zeroed).
-// residual_join: any grid (grid-stride). Limits: none beyond int indexing; y may alias x.
+// residual_join: any grid (grid-stride; 16-byte accesses where n is a multiple of 4 and the bases
+// aligned). Limits: none beyond int indexing; y may alias x.
 #include "common.cuh"
 #include "splitk.cuh"
 #include "rowops.cuh"
@@ -71,17 +72,26 @@ extern "C" __global__ void residual_layernorm_backward(const float* dy, const fl
     }
 }
 
+// residual_join's loop over V elements at a time (rowops.cuh's loadv), grid-stride.
+template <int V>
+__device__ void join_elements(const float* ds, const float* dx_main, float* dx, int n, float& ss, float& mm,
+                              float& sm) {
+    const int step = gridDim.x * blockDim.x;
+    for (int i = V * (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * step) {
+        const float4 s = loadv<V>(ds + i), m = loadv<V>(dx_main + i);
+        ss += sumv<V>(make_float4(s.x * s.x, s.y * s.y, s.z * s.z, s.w * s.w));
+        mm += sumv<V>(make_float4(m.x * m.x, m.y * m.y, m.z * m.z, m.w * m.w));
+        sm += sumv<V>(make_float4(s.x * m.x, s.y * m.y, s.z * m.z, s.w * m.w));
+        storev<V>(dx + i, make_float4(s.x + m.x, s.y + m.y, s.z + m.z, s.w + m.w));
+    }
+}
+
 extern "C" __global__ void residual_join(const float* ds, const float* dx_main, float* dx, int n, const int* ctr,
                                          float* stats, int stat_width, int slot) {
     __shared__ float scratch[32];
     float ss = 0.f, mm = 0.f, sm = 0.f;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const float s = ds[i], m = dx_main[i];
-        ss += s * s;
-        mm += m * m;
-        sm += s * m;
-        dx[i] = s + m;
-    }
+    if (row_vec4(n, ds, dx_main, dx, nullptr)) join_elements<4>(ds, dx_main, dx, n, ss, mm, sm);
+    else join_elements<1>(ds, dx_main, dx, n, ss, mm, sm);
     ss = block_sum(ss, scratch);
     mm = block_sum(mm, scratch);
     sm = block_sum(sm, scratch);
