@@ -7,10 +7,13 @@
 #   peers    time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches, flips,
 #            crops and cutouts, each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train
 #            --stop-at), alone on the GPU;
-#   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) while two
-#            recipe runs at batch 128 and the GPU tests share the GPU (the runs' accuracies count,
-#            their seconds do not), then `litenet export --int8` and every way to run the trained
-#            model scored on the test set (bench_infer_mixer_gpu.py --test-data), alone;
+#   graph    the step table against PyTorch's CUDA-graph replay of the same step (bench_steps_gpu.py:
+#            the Mixer and litenet-base's shape at widths 256, 1024, 2048), alone;
+#   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) while a second
+#            seed of litenet-mixer-cutout-b128's recipe (seed 1) and the GPU tests share the GPU
+#            (the run's accuracy counts, its seconds do not), then `litenet export --int8` and every
+#            way to run the trained model scored on the test set (bench_infer_mixer_gpu.py
+#            --test-data), alone;
 #   wide     a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the
 #            same recipe, 100 epochs (gpu_mixer_recipes.sh).
 # (Recipe runs keep their own queue.log in a folder of DIR: "queue finished" in DIR/queue.log is this
@@ -51,12 +54,16 @@ peers() {
     note "done (rc $?)"
 }
 
+graph() {
+    note "step table against PyTorch's CUDA-graph replay"
+    python3 bench/bench_steps_gpu.py --steps 12 --repeats 3 --out "$DIR/steps-graph.md" >"$DIR/steps-graph.log" 2>&1
+    note "done (rc $?)"
+}
+
 train() {
-    note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside two batch-128 recipes"
-    DATA=$DATA DIR=$DIR/b128 bash bench/gpu_mixer_recipes.sh \
-        "b128:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780" &
-    DATA=$DATA DIR=$DIR/b128-wd bash bench/gpu_mixer_recipes.sh \
-        "b128-wd0.1:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1" &
+    note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside seed 1 of the b128 recipe"
+    DATA=$DATA DIR=$DIR/b128-wd-seed1 bash bench/gpu_mixer_recipes.sh \
+        "b128-wd0.1-seed1:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1,seed=1" &
     tests &
     python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
         --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1

@@ -1,15 +1,16 @@
 // gemm.cuh — the matrix-product building blocks every layer kernel composes (no cuBLAS):
-// (the multiply of each staged step is fp32 on the SIMT cores, or TF32/BF16 on the tensor cores:
-// the precision tag P of gemm_tile, mma.cuh)
 //
 //   gemm_tile     C[tile] = Σ_k A(m, k) · B(k, n) over one k range, for a tile of 64 columns and 64
 //                 rows (TM = 4) or 128 ("tall", TM = 8): 256 threads, each owning a TM×4 block (rows
-//                 TM·ty …, columns 4·tx …, t = 16·ty + tx); k steps of 16 staged
-//                 through two shared-memory buffers (one barrier per step) with the next step's
-//                 operands (or the next two's, DEPTH 2) fetched into registers during the multiply;
-//                 operands read 16 bytes at a
-//                 time along their contiguous index where the matrix allows (Mat::load4).
-//                 Optionally also Σ_k B(k, n) (a bias gradient's column sums, from the same loads).
+//                 TM·ty …, columns 4·tx …, t = 16·ty + tx) at the end; k steps of 16, staged in
+//                 shared memory, one barrier per step; in k order. Two paths by precision tag P:
+//     fp32        gemm_tile_registers: on the SIMT cores (sm_61 on); the next step's operands (or the
+//                 next two's, DEPTH 2) fetched into registers during the multiply, 16 bytes at a
+//                 time along their contiguous index where the matrix allows (Mat::load4), and
+//                 staged through two buffers.
+//     TF32, BF16  gemm_tile_pipelined (64-row tiles, sm_80 on): on the tensor cores (mma.cuh);
+//                 LN_STAGES buffers filled by cp.async three steps ahead of the multiply.
+//                 Optionally also Σ_k B(k, n) (a bias gradient's column sums, from the staged values).
 //
 // Built on it: splitk.cuh (K split over several blocks, the epilogue's tile coordinates, column
 // sums); rows_matmul.cuh (a few rows held in shared memory, for the fused small-batch kernel).
@@ -56,10 +57,21 @@ struct Mat {
     }
 };
 
+// The tensor-core pipeline's stages (gemm_tile_pipelined): LN_STAGES k steps, each A then B, each
+// operand in either layout of mma.cuh's Staged (≤ 16 · 68 floats).
+#define LN_STAGES 4
+#define LN_STAGED_OPERAND (LN_TK * (LN_TILE + LN_SPAD))
+#define LN_STAGE (2 * LN_STAGED_OPERAND)
+
 template <int TM>
 struct __align__(16) GemmSmem {
-    float a[2][LN_TK][16 * TM + LN_SPAD];  // a[buffer][k][m]
-    float b[2][LN_TK][LN_TILE + LN_SPAD];  // b[buffer][k][n]
+    union {
+        struct {
+            float a[2][LN_TK][16 * TM + LN_SPAD];  // a[buffer][k][m]
+            float b[2][LN_TK][LN_TILE + LN_SPAD];  // b[buffer][k][n]
+        };
+        float stages[TM == 4 ? LN_STAGES : 1][LN_STAGE];  // the pipeline's (64-row tiles only)
+    };
 };
 
 // Where thread t's fetched 4-vectors of one operand lie in a k step of a WIDTH-wide tile side
@@ -137,14 +149,6 @@ __device__ __forceinline__ void multiply_step(PrecFp32, const GemmSmem<TM>& s, i
     }
 }
 
-// ... or on the tensor cores (mma.cuh; 64-row tiles only): the accumulators hold warp fragments
-// until gemm_tile's end.
-template <int TM, class P>
-__device__ __forceinline__ void multiply_step(P p, const GemmSmem<TM>& s, int buf, float (&acc)[TM][4]) {
-    static_assert(TM == 4, "the tensor-core tile product is written for 64-row tiles");
-    mma_step(p, s.a[buf], s.b[buf], acc);
-}
-
 // One k step of gemm_tile: fetch the step `ahead` steps on into `fetch_*` (its loads then have
 // `ahead` steps of multiplies to arrive), multiply the step in shared buffer `buf`, stage the next
 // step (held in `next_*`) into the other buffer, which was last read before the previous barrier.
@@ -166,6 +170,17 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
     __syncthreads();
 }
 
+// The column sums' last step: thread t holds cs = Σ over its k rows of B(k row kk, n0 + x … x+3);
+// the 16 k rows of each column are folded through `red` (≥ 16·64 floats of shared memory no thread
+// still reads) into colsum of thread t < 64 (column n0 + t), in k-row order.
+__device__ __forceinline__ void fold_colsums(float4 cs, int kk, int x, float* red, float& colsum) {
+    st4(red + kk * LN_TILE + x, cs);
+    __syncthreads();
+    if ((int)threadIdx.x < LN_TILE)
+        for (int r = 0; r < LN_TK; ++r) colsum += red[r * LN_TILE + threadIdx.x];
+    __syncthreads();
+}
+
 // acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + TM·ty + i, k) · B(k, n0 + 4·tx + j) (t = 16·ty + tx),
 // k in increasing order, for a tile of 16·TM rows × 64 columns. With `colsums` (B contiguous along
 // n only), thread t < 64 also gets colsum = Σ_k B(k, n0 + t). DEPTH: how many k steps ahead the
@@ -174,11 +189,11 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
 // forward and ∂input products (the Mixer's BF16 step −3 % on an H200, bench/results/gpu-mixer-
 // 2026-12-03.md "Fourth session"); 2 costs another TM + 4 registers.
 // Every thread of the block must call it with the same k range; it ends with a barrier.
-template <int TM, int DEPTH, class P = PrecFp32, class A, class B>
-__device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
-                          float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
+template <int TM, int DEPTH, class P, class A, class B>
+__device__ void gemm_tile_registers(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
+                                    float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
     static_assert(DEPTH == 1 || DEPTH == 2, "fetch one or two k steps ahead");
-    const int t = threadIdx.x;
+    static_assert(!P::tensor_cores, "the tensor-core precisions take gemm_tile_pipelined");
     for (int i = 0; i < TM; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
     colsum = 0.f;
@@ -206,13 +221,135 @@ __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int
             gemm_step<TM, P>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, 2, fa, fb, qa, qb, ra, rb, 1, acc, sums, cs, s);
         }
     }
-    if (P::tensor_cores) mma_to_threads(reinterpret_cast<float (&)[4][4]>(acc), &s.a[0][0][0]);
-    if (sums) {  // fold the 16 k rows of each column: red[k row][column] in buffer a (≥ 16·64 floats)
-        float* red = &s.a[0][0][0];
-        st4(red + fb.kk[0] * LN_TILE + fb.x[0], cs);
-        __syncthreads();
-        if (t < LN_TILE)
-            for (int r = 0; r < LN_TK; ++r) colsum += red[r * LN_TILE + t];
-        __syncthreads();
+    if (sums) fold_colsums(cs, fb.kk[0], fb.x[0], &s.a[0][0][0], colsum);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tensor-core tile product as a pipeline (sm_80+): each k step's operands are copied from
+// global to shared memory by cp.async, 16 bytes a thread per operand, LN_STAGES − 1 steps ahead of
+// the multiply — no registers hold them on the way (the register path above holds one or two steps
+// in 8–16 registers, and each step waits for loads issued one step earlier: at the Mixer's sizes
+// the products ran at a quarter of the GPU's memory bandwidth, latency-bound). The same k steps,
+// the same staged values and the same mma order as gemm_tile_registers: the same sums, bit for bit.
+// The copies are cp.async where both operands are 16-byte aligned with leading dimensions a multiple
+// of 4, else element by element (the same pipeline, synchronous). An operand contiguous along k is
+// staged [i][k] (mma.cuh's Staged), else [k][i].
+
+// 16 bytes of shared memory at dst ← `bytes` (0–16) from src, the rest zero: by cp.async on sm_80+
+// when `async` (src 16-byte aligned; not read when bytes = 0), else an ordinary copy (an unaligned
+// operand; Pascal; the CPU emulator).
+__device__ __forceinline__ void copy16_async(float* dst, const float* src, int bytes, bool async) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(LITENET_EMULATOR)
+    if (async) {
+        const unsigned int d = (unsigned int)__cvta_generic_to_shared(dst);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+        return;
     }
+#endif
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (bytes >= 4) v.x = src[0];
+    if (bytes >= 8) v.y = src[1];
+    if (bytes >= 12) v.z = src[2];
+    if (bytes >= 16) v.w = src[3];
+    st4(dst, v);
+}
+
+__device__ __forceinline__ void async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(LITENET_EMULATOR)
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(LITENET_EMULATOR)
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// One operand's k step at k0 into a stage: X(k, i) for k0 ≤ k < k0 + 16, i0 ≤ i < i0 + 64 (zeros
+// past k_end and I). Memory: X(k, i) = p[i·ld + k] (K_CONTIGUOUS) or p[k·ld + i]; one 16-byte
+// chunk per thread (256 = 64 · 16 / 4), consecutive threads along the contiguous index.
+template <bool K_CONTIGUOUS>
+__device__ __forceinline__ void stage_async(const float* p, int ld, int I, int i0, int k0, int k_end, float* dst,
+                                            bool async) {
+    const int e = threadIdx.x;
+    const int i = K_CONTIGUOUS ? e >> 2 : 4 * (e & 15), k = K_CONTIGUOUS ? 4 * (e & 3) : e >> 4;
+    const int bytes = K_CONTIGUOUS ? (i0 + i < I ? 4 * max(0, min(4, k_end - (k0 + k))) : 0)
+                                   : (k0 + k < k_end ? 4 * max(0, min(4, I - (i0 + i))) : 0);
+    const float* src = K_CONTIGUOUS ? p + (size_t)(i0 + i) * ld + (k0 + k) : p + (size_t)(k0 + k) * ld + (i0 + i);
+    copy16_async(dst + Staged<K_CONTIGUOUS, LN_TILE + LN_SPAD>::offset(k, i), bytes > 0 ? src : p, bytes, async);
+}
+
+// Mat<SA> A(m, k) is contiguous along k when SA; Mat<SB> B(k, n) along k when !SB.
+template <bool SA, bool SB>
+__device__ __forceinline__ void stage_step_async(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k0, int k_end,
+                                                 int m0, int n0, float* stage, bool async) {
+    stage_async<SA>(a.p, a.ld, M, m0, k0, k_end, stage, async);
+    stage_async<!SB>(b.p, b.ld, N, n0, k0, k_end, stage + LN_STAGED_OPERAND, async);
+}
+
+template <class P, bool SA, bool SB>
+__device__ void gemm_tile_pipelined(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
+                                    int n0, float (&acc)[4][4], bool colsums, float& colsum, GemmSmem<4>& s) {
+    typedef Staged<SA, LN_TILE + LN_SPAD> ViewA;
+    typedef Staged<!SB, LN_TILE + LN_SPAD> ViewB;
+    // 16-byte copies need both operands 16-byte aligned, rows too (else element by element)
+    const bool async = (a.ld & 3) == 0 && aligned16(a.p) && (b.ld & 3) == 0 && aligned16(b.p);
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+    colsum = 0.f;
+    // Column sums of B (contiguous along n only): thread t adds the 4 values it staged, k row t / 16.
+    const bool sums = colsums && SB;
+    const int kk = threadIdx.x >> 4, x = 4 * (threadIdx.x & 15);
+    float4 cs = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int steps = k_begin < k_end ? (k_end - k_begin + LN_TK - 1) / LN_TK : 0;
+#pragma unroll
+    for (int i = 0; i < LN_STAGES - 1; ++i) {
+        if (i < steps) stage_step_async(a, b, M, N, k_begin + i * LN_TK, k_end, m0, n0, s.stages[i], async);
+        async_commit();  // one group per step, empty past the end: the wait below counts steps
+    }
+    for (int i = 0; i < steps; ++i) {
+        async_wait<LN_STAGES - 2>();  // this thread's copies of step i have landed ...
+        __syncthreads();              // ... everyone's have, and every warp is done with step i − 1
+        const int ahead = i + LN_STAGES - 1;
+        if (ahead < steps) stage_step_async(a, b, M, N, k_begin + ahead * LN_TK, k_end, m0, n0, s.stages[ahead % LN_STAGES],
+                             async);
+        async_commit();
+        const float* stage = s.stages[i % LN_STAGES];
+        if (sums) add4(cs, ld4(stage + LN_STAGED_OPERAND + kk * (LN_TILE + LN_SPAD) + x));
+        mma_step(P{}, ViewA{stage}, ViewB{stage + LN_STAGED_OPERAND}, acc);
+    }
+    async_wait<0>();  // (only empty groups are left)
+    mma_to_threads(acc, &s.stages[0][0]);  // its first barrier: every warp is done with the stages
+    if (sums) fold_colsums(cs, kk, x, &s.stages[0][0], colsum);
+}
+
+// Which path a tile product takes: the pipeline for the tensor-core precisions, the register path
+// for fp32 (on the SIMT cores, from Pascal on).
+template <bool TENSOR_CORES>
+struct TilePath {
+    template <int TM, int DEPTH, class P, class A, class B>
+    __device__ static void run(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
+                               float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
+        gemm_tile_registers<TM, DEPTH, P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
+    }
+};
+
+template <>
+struct TilePath<true> {
+    template <int TM, int DEPTH, class P, bool SA, bool SB>
+    __device__ static void run(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
+                               int n0, float (&acc)[4][4], bool colsums, float& colsum, GemmSmem<4>& s) {
+        gemm_tile_pipelined<P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
+    }
+};
+
+// acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + TM·ty + i, k) · B(k, n0 + 4·tx + j), as
+// gemm_tile_registers defines it, by whichever path suits the precision and the operands.
+template <int TM, int DEPTH, class P = PrecFp32, class A, class B>
+__device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
+                          float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
+    TilePath<P::tensor_cores>::template run<TM, DEPTH, P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
 }

@@ -124,11 +124,30 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned int (&a)[
 #endif
 }
 
-// One staged k step of 16 (sa[k][m], sb[k][n], rows padded to W floats) into the warp's 2×2 tiles;
-// acc[2·mi + ni][·] holds tile (mi, ni).
-template <int W>
-__device__ __forceinline__ void mma_step(PrecTf32, const float (&sa)[16][W], const float (&sb)[16][W],
-                                         float (&acc)[4][4]) {
+// A staged k step of 16 of one operand, seen as X(k, i) (i = m for A, n for B), in one of two
+// shared-memory layouts: [k][i] with rows of W floats (K_CONTIGUOUS false: the operand is contiguous
+// along i in memory), or [i][k] with rows of 16 (K_CONTIGUOUS: contiguous along k, copied 16 bytes at
+// a time) whose 16-byte chunks are swizzled, chunk c of row i at c ^ ((i & 2) | ((i >> 2) & 1)): then
+// BF16's pair reads (8 bytes at rows g, k 2q, 2q+1) hit every bank once per half-warp and TF32's
+// (4 bytes at rows g, k q) once per warp, with no padding.
+template <bool K_CONTIGUOUS, int W>
+struct Staged {
+    const float* p;
+    __device__ __forceinline__ static int offset(int k, int i) {
+        return K_CONTIGUOUS ? i * 16 + (((k >> 2) ^ (i & 2) ^ ((i >> 2) & 1)) << 2) + (k & 3) : k * W + i;
+    }
+    __device__ __forceinline__ float operator()(int k, int i) const { return p[offset(k, i)]; }
+    // X(k, i) and X(k + 1, i), k even: one 8-byte read where they are adjacent.
+    __device__ __forceinline__ float2 pair(int k, int i) const {
+        if (K_CONTIGUOUS) return *reinterpret_cast<const float2*>(p + offset(k, i));
+        return make_float2(p[offset(k, i)], p[offset(k + 1, i)]);
+    }
+};
+
+// One staged k step of 16 (views A(k, m), B(k, n)) into the warp's 2×2 tiles; acc[2·mi + ni][·]
+// holds tile (mi, ni).
+template <class VA, class VB>
+__device__ __forceinline__ void mma_step(PrecTf32, const VA& sa, const VB& sb, float (&acc)[4][4]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int r0 = 32 * (warp >> 2), c0 = 16 * (warp & 3);
 #pragma unroll
@@ -137,16 +156,16 @@ __device__ __forceinline__ void mma_step(PrecTf32, const float (&sa)[16][W], con
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi) {
             const int r = r0 + 16 * mi + g;
-            a[mi][0] = to_tf32(sa[kk + q][r]);
-            a[mi][1] = to_tf32(sa[kk + q][r + 8]);
-            a[mi][2] = to_tf32(sa[kk + q + 4][r]);
-            a[mi][3] = to_tf32(sa[kk + q + 4][r + 8]);
+            a[mi][0] = to_tf32(sa(kk + q, r));
+            a[mi][1] = to_tf32(sa(kk + q, r + 8));
+            a[mi][2] = to_tf32(sa(kk + q + 4, r));
+            a[mi][3] = to_tf32(sa(kk + q + 4, r + 8));
         }
 #pragma unroll
         for (int ni = 0; ni < 2; ++ni) {
             const int c = c0 + 8 * ni + g;
-            b[ni][0] = to_tf32(sb[kk + q][c]);
-            b[ni][1] = to_tf32(sb[kk + q + 4][c]);
+            b[ni][0] = to_tf32(sb(kk + q, c));
+            b[ni][1] = to_tf32(sb(kk + q + 4, c));
         }
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
@@ -155,25 +174,25 @@ __device__ __forceinline__ void mma_step(PrecTf32, const float (&sa)[16][W], con
     }
 }
 
-template <int W>
-__device__ __forceinline__ void mma_step(PrecBf16, const float (&sa)[16][W], const float (&sb)[16][W],
-                                         float (&acc)[4][4]) {
+template <class VA, class VB>
+__device__ __forceinline__ void mma_step(PrecBf16, const VA& sa, const VB& sb, float (&acc)[4][4]) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int r0 = 32 * (warp >> 2), c0 = 16 * (warp & 3);
     unsigned int a[2][4], b[2][2];
+    auto bf16_pair = [](float2 v) { return to_bf16x2(v.x, v.y); };
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi) {
         const int r = r0 + 16 * mi + g;
-        a[mi][0] = to_bf16x2(sa[2 * q][r], sa[2 * q + 1][r]);
-        a[mi][1] = to_bf16x2(sa[2 * q][r + 8], sa[2 * q + 1][r + 8]);
-        a[mi][2] = to_bf16x2(sa[2 * q + 8][r], sa[2 * q + 9][r]);
-        a[mi][3] = to_bf16x2(sa[2 * q + 8][r + 8], sa[2 * q + 9][r + 8]);
+        a[mi][0] = bf16_pair(sa.pair(2 * q, r));
+        a[mi][1] = bf16_pair(sa.pair(2 * q, r + 8));
+        a[mi][2] = bf16_pair(sa.pair(2 * q + 8, r));
+        a[mi][3] = bf16_pair(sa.pair(2 * q + 8, r + 8));
     }
 #pragma unroll
     for (int ni = 0; ni < 2; ++ni) {
         const int c = c0 + 8 * ni + g;
-        b[ni][0] = to_bf16x2(sb[2 * q][c], sb[2 * q + 1][c]);
-        b[ni][1] = to_bf16x2(sb[2 * q + 8][c], sb[2 * q + 9][c]);
+        b[ni][0] = bf16_pair(sb.pair(2 * q, c));
+        b[ni][1] = bf16_pair(sb.pair(2 * q + 8, c));
     }
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
