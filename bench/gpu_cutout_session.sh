@@ -29,6 +29,14 @@ DIR=${DIR:-/root/litenet-cutout}
 mkdir -p "$DIR"
 export PYTHONPATH=${PYTHONPATH:-.} PYTHONUNBUFFERED=1
 note() { echo "[$(date -u +%T)] $*" >>"$DIR/queue.log"; }
+# The data set may still be arriving (shared/tools/device-data's pieces, in later calls): the jobs
+# that read it wait for its `ready` mark, up to 15 minutes.
+wait_for_data() {
+    local ready tries=0
+    ready="$(dirname "$DATA")/ready"
+    while [ ! -f "$ready" ] && [ $tries -lt 180 ]; do sleep 5; tries=$((tries + 1)); done
+    [ -f "$ready" ] || note "no $ready after 15 minutes"
+}
 CUTOUT=augment=crop+flip+cutout,cutout_size=16
 
 tests() {
@@ -47,6 +55,7 @@ steps() {
 }
 
 peers() {
+    wait_for_data
     note "time to 82 %: litenet-mixer-cutout, LiteNet BF16 vs PyTorch eager vs torch.compile"
     python3 bench/bench_mixer_gpu.py train --preset litenet-mixer-cutout --data "$DATA" --epochs 100 \
         --runs litenet:bf16 torch torch-compile --stop-at 0.82 --targets 0.78 0.80 0.82 \
@@ -61,6 +70,7 @@ graph() {
 }
 
 train() {
+    wait_for_data
     note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside seed 1 of the b128 recipe"
     DATA=$DATA DIR=$DIR/b128-wd-seed1 bash bench/gpu_mixer_recipes.sh \
         "b128-wd0.1-seed1:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1,seed=1" &
@@ -77,6 +87,7 @@ train() {
 }
 
 wide() {
+    wait_for_data
     note "wider Mixer, cutout recipe, 100 epochs"
     DATA=$DATA DIR=$DIR/wide bash bench/gpu_mixer_recipes.sh \
         "wide256-cutout16:100:width=256,token_hidden=128,channel_hidden=1024,$CUTOUT"
