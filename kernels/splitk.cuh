@@ -3,8 +3,9 @@
 //
 //   gemm_splitk   K split over several blocks: each writes its partial tile (+ column sums) to
 //                 scratch, the last to finish sums the partials in a fixed order (deterministic;
-//                 in two levels past LN_GROUP splits, tile_fixup), four splits' loads in flight at a
-//                 time, and runs the epilogue; its counters return to zero for the next launch.
+//                 in two levels past LN_GROUP splits, tile_fixup), three (TM 4) or two (TM 8)
+//                 splits' loads in flight at a time, and runs the epilogue; its counters return to
+//                 zero for the next launch.
 //   TileCoords    which tile and split a block owns; store_row4 writes a thread's 4 columns.
 //   colsum_splitk out[n] = Σ_k f(k, n) for a 64-column tile (LayerNorm parameter gradients).
 #pragma once

@@ -25,8 +25,11 @@ def assert_recompute_is_keep(make, data) -> tuple:
     want, got = run(keep, *data), run(recompute, *data)
     for field in want:  # NOTE: the statistics (‖g‖², the residual paths' sums) are added up across
         # blocks with float atomicAdd, in whatever order the blocks finish on a GPU (the emulator runs
-        # them in order): their last bits vary between any two runs (2e-6 seen), so they are held to 1e-5.
-        np.testing.assert_allclose(got[field], want[field], rtol=1e-5, err_msg=field)
+        # them in order): their last bits vary between any two runs (2e-6 seen), so they are held to
+        # 1e-5 of the field's largest value — a cross term ⟨∂s, ∂x⟩ near 0 is a cancellation of terms
+        # that large (1.6e-8 against 4e-5 on an H200: 2e-5 apart relative to itself, 1e-8 to the field).
+        scale = float(np.abs(want[field]).max())
+        np.testing.assert_allclose(got[field], want[field], rtol=1e-5, atol=1e-5 * scale, err_msg=field)
     want_state, got_state = keep.state(), recompute.state()
     for key in ("params", "m", "v"):
         assert np.array_equal(got_state[key], want_state[key]), key
