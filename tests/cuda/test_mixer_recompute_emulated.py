@@ -20,7 +20,8 @@ DEEPER = dataclasses.replace(MODEL, blocks=3)  # two blocks recomputed into the 
 
 def assert_recompute_is_keep(make, data) -> tuple:
     """Train the same steps with activations keep and recompute (`make(activations)` → a backend):
-    parameters and both AdamW moments must be equal bit for bit, the statistics to 1e-5. Returns both backends."""
+    parameters and both AdamW moments must be equal bit for bit, the statistics to 1e-5 (of each field's largest
+    value). Returns both backends."""
     keep, recompute = make("keep"), make("recompute")
     want, got = run(keep, *data), run(recompute, *data)
     for field in want:  # NOTE: the statistics (‖g‖², the residual paths' sums) are added up across
