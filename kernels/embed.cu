@@ -59,7 +59,7 @@ extern "C" __global__ void embed_inputs(const unsigned char* images, const int* 
 template <int TM, class P = PrecFp32>
 __device__ void embed_forward_body(const float* S, const float* W, float* out, int B, int Kin, int d, int splits,
                                    float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem<TM> smem;
+    __shared__ TileSmem<TM, P> smem;
     const TileCoords<TM> tc(splits, d);
     float acc[TM][4], unused;
     if (!gemm_splitk<TM, 1, P>(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, tc.m0, tc.n0, tc.split, splits,
@@ -73,7 +73,7 @@ __device__ void embed_forward_body(const float* S, const float* W, float* out, i
 template <int TM, class P = PrecFp32>
 __device__ void embed_backward_body(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits,
                                     float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem<TM> smem;
+    __shared__ TileSmem<TM, P> smem;
     const TileCoords<TM> tc(splits, d);
     float acc[TM][4], unused;
     // A(i, b) = S[b, i]: S read as a transposed view (contiguous along i). Fetched one k step

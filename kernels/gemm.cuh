@@ -31,6 +31,16 @@
 // Floats per split in scratch for a tile of 16·TM rows: the tile, then its 64 column sums.
 #define LN_SLAB_OF(TM) (16 * (TM) * LN_TILE + LN_TILE)
 
+// q[0 … avail − 1] one float at a time (any alignment), zeros after (avail ≤ 4).
+__device__ __forceinline__ float4 load_partial4(const float* q, int avail) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (avail > 0) v.x = q[0];
+    if (avail > 1) v.y = q[1];
+    if (avail > 2) v.z = q[2];
+    if (avail > 3) v.w = q[3];
+    return v;
+}
+
 // Accessor for a float matrix: Mat<true>(i, j) = p[i·ld + j] (second index contiguous),
 // Mat<false>(i, j) = p[j·ld + i] (a transposed view, first index contiguous).
 template <bool SECOND_CONTIGUOUS>
@@ -45,34 +55,43 @@ struct Mat {
     // `avail` of them exist (≤ 0: none); the rest read 0. One 16-byte load where alignment allows
     // (the caller's start index along the contiguous dimension is a multiple of 4).
     __device__ __forceinline__ float4 load4(int i, int j, int avail) const {
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (avail <= 0) return v;
+        if (avail <= 0) return make_float4(0.f, 0.f, 0.f, 0.f);
         const float* q = SECOND_CONTIGUOUS ? p + (size_t)i * ld + j : p + (size_t)j * ld + i;
         if (avail >= 4 && (ld & 3) == 0 && aligned16(q)) return ld4(q);
-        v.x = q[0];
-        if (avail > 1) v.y = q[1];
-        if (avail > 2) v.z = q[2];
-        if (avail > 3) v.w = q[3];
-        return v;
+        return load_partial4(q, avail);
     }
 };
 
-// The tensor-core pipeline's stages (gemm_tile_pipelined): LN_STAGES k steps, each A then B, each
-// operand in either layout of mma.cuh's Staged (≤ 16 · 68 floats).
+// Shared memory of the register path (fp32): two buffers of a k step each.
+template <int TM>
+struct __align__(16) GemmSmem {
+    float a[2][LN_TK][16 * TM + LN_SPAD];  // a[buffer][k][m]
+    float b[2][LN_TK][LN_TILE + LN_SPAD];  // b[buffer][k][n]
+};
+
+// Shared memory of the tensor-core pipeline (gemm_tile_pipelined): LN_STAGES k steps, each A then B,
+// each operand in either layout of mma.cuh's Staged (≤ 16 · 68 floats). Twice the register path's
+// (35 against 17 KiB), so only the tensor-core kernels declare it: on a GTX 1060 (96 KiB a
+// multiprocessor) the fp32 kernels would fall from 3 blocks per multiprocessor to 2.
 #define LN_STAGES 4
 #define LN_STAGED_OPERAND (LN_TK * (LN_TILE + LN_SPAD))
 #define LN_STAGE (2 * LN_STAGED_OPERAND)
 
-template <int TM>
-struct __align__(16) GemmSmem {
-    union {
-        struct {
-            float a[2][LN_TK][16 * TM + LN_SPAD];  // a[buffer][k][m]
-            float b[2][LN_TK][LN_TILE + LN_SPAD];  // b[buffer][k][n]
-        };
-        float stages[TM == 4 ? LN_STAGES : 1][LN_STAGE];  // the pipeline's (64-row tiles only)
-    };
+struct __align__(16) PipelineSmem {
+    float stages[LN_STAGES][LN_STAGE];
 };
+
+// The shared memory a tile product of precision P needs: TileSmem<TM, P>.
+template <int TM, bool TENSOR_CORES>
+struct TileSmemOf {
+    typedef GemmSmem<TM> type;
+};
+template <int TM>
+struct TileSmemOf<TM, true> {
+    typedef PipelineSmem type;
+};
+template <int TM, class P>
+using TileSmem = typename TileSmemOf<TM, P::tensor_cores>::type;
 
 // Where thread t's fetched 4-vectors of one operand lie in a k step of a WIDTH-wide tile side
 // (WIDTH·16 elements, WIDTH/64 vectors per thread): along the tile index (m or n) when that is
@@ -246,12 +265,7 @@ __device__ __forceinline__ void copy16_async(float* dst, const float* src, int b
         return;
     }
 #endif
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (bytes >= 4) v.x = src[0];
-    if (bytes >= 8) v.y = src[1];
-    if (bytes >= 12) v.z = src[2];
-    if (bytes >= 16) v.w = src[3];
-    st4(dst, v);
+    st4(dst, load_partial4(src, bytes / 4));
 }
 
 __device__ __forceinline__ void async_commit() {
@@ -292,7 +306,7 @@ __device__ __forceinline__ void stage_step_async(const Mat<SA>& a, const Mat<SB>
 
 template <class P, bool SA, bool SB>
 __device__ void gemm_tile_pipelined(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
-                                    int n0, float (&acc)[4][4], bool colsums, float& colsum, GemmSmem<4>& s) {
+                                    int n0, float (&acc)[4][4], bool colsums, float& colsum, PipelineSmem& s) {
     typedef Staged<SA, LN_TILE + LN_SPAD> ViewA;
     typedef Staged<!SB, LN_TILE + LN_SPAD> ViewB;
     // 16-byte copies need both operands 16-byte aligned, rows too (else element by element)
@@ -341,7 +355,7 @@ template <>
 struct TilePath<true> {
     template <int TM, int DEPTH, class P, bool SA, bool SB>
     __device__ static void run(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
-                               int n0, float (&acc)[4][4], bool colsums, float& colsum, GemmSmem<4>& s) {
+                               int n0, float (&acc)[4][4], bool colsums, float& colsum, PipelineSmem& s) {
         gemm_tile_pipelined<P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
     }
 };
@@ -350,6 +364,6 @@ struct TilePath<true> {
 // gemm_tile_registers defines it, by whichever path suits the precision and the operands.
 template <int TM, int DEPTH, class P = PrecFp32, class A, class B>
 __device__ void gemm_tile(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
-                          float (&acc)[TM][4], bool colsums, float& colsum, GemmSmem<TM>& s) {
+                          float (&acc)[TM][4], bool colsums, float& colsum, TileSmem<TM, P>& s) {
     TilePath<P::tensor_cores>::template run<TM, DEPTH, P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
 }

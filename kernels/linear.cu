@@ -33,7 +33,7 @@ template <int TM, bool GELU, class P = PrecFp32>
 __device__ void linear_forward_body(const float* x, const float* W, const float* bias, float* u, float* a, int B,
                                     int n_in, int n_out, int splits, float* scratch, unsigned int* counters,
                                     const float* residual = nullptr) {
-    __shared__ GemmSmem<TM> smem;
+    __shared__ TileSmem<TM, P> smem;
     const TileCoords<TM> tc(splits, n_out);
     float acc[TM][4], unused;
     if (!gemm_splitk<TM, 2, P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
@@ -60,7 +60,7 @@ template <int TM, class P = PrecFp32>
 __device__ void linear_backward_input_body(const float* dy, const float* W, float* dx, int B, int n_in, int n_out,
                                            int splits, float* scratch, unsigned int* counters,
                                            const float* u = nullptr) {
-    __shared__ GemmSmem<TM> smem;
+    __shared__ TileSmem<TM, P> smem;
     const TileCoords<TM> tc(splits, n_in);
     float acc[TM][4], unused;
     // B operand (k = o, n = i) is W[i, o]: W read as a transposed view.
@@ -80,7 +80,7 @@ __device__ void linear_backward_input_body(const float* dy, const float* W, floa
 template <int TM, class P = PrecFp32>
 __device__ void linear_backward_weight_body(const float* x, const float* dy, float* dW, float* db, int B, int n_in,
                                             int n_out, int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem<TM> smem;
+    __shared__ TileSmem<TM, P> smem;
     const TileCoords<TM> tc(splits, n_out);
     const bool bias_row = tc.m0 == 0;  // the first tile row also sums ∂y's columns: ∂b
     float acc[TM][4], db_sum;

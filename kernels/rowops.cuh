@@ -24,9 +24,9 @@ __device__ __forceinline__ float sumv(float4 v) {  // the V held components, in 
 
 // Whether rows of d floats at these bases (nullptr: unused) can be read 16 bytes at a time.
 __device__ __forceinline__ bool row_vec4(int d, const void* a, const void* b, const void* c, const void* e,
-                                         const void* f = nullptr) {
+                                         const void* f = nullptr, const void* g = nullptr) {
     auto ok = [](const void* p) { return p == nullptr || aligned16(p); };
-    return (d & 3) == 0 && ok(a) && ok(b) && ok(c) && ok(e) && ok(f);
+    return (d & 3) == 0 && ok(a) && ok(b) && ok(c) && ok(e) && ok(f) && ok(g);
 }
 
 template <bool RESIDUAL, int V>
@@ -64,7 +64,7 @@ __device__ float layernorm_row_forward_v(const float* x, const float* v, const f
 template <bool RESIDUAL = true>
 __device__ float layernorm_row_forward(const float* x, const float* v, const float* gamma, const float* beta,
                                        float eps, int d, float* nrm, float* y) {
-    if (row_vec4(d, x, RESIDUAL ? v : nullptr, nrm, y, gamma) && aligned16(beta))
+    if (row_vec4(d, x, RESIDUAL ? v : nullptr, nrm, y, gamma, beta))
         return layernorm_row_forward_v<RESIDUAL, 4>(x, v, gamma, beta, eps, d, nrm, y);
     return layernorm_row_forward_v<RESIDUAL, 1>(x, v, gamma, beta, eps, d, nrm, y);
 }

@@ -165,7 +165,7 @@ __device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int
 template <int TM, int DEPTH = 1, class P = PrecFp32, class A, class B>
 __device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
                             float* partials, unsigned int* counters, float (&acc)[TM][4], bool colsums, float& colsum,
-                            GemmSmem<TM>& s) {
+                            TileSmem<TM, P>& s) {
     int k_begin, k_end;
     split_range(K, split, splits, k_begin, k_end);
     gemm_tile<TM, DEPTH, P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);

@@ -21,7 +21,7 @@ template <bool GELU, class P>
 __device__ void token_forward_body(const float* x, const float* W, const float* bias, const float* r, float* u,
                                    float* a, int T, int T_out, int N, int splits, float* scratch,
                                    unsigned int* counters) {
-    __shared__ GemmSmem<4> smem;
+    __shared__ TileSmem<4, P> smem;
     const TileCoords<4> tc(splits, N);
     float acc[4][4], unused;
     // A(j, t) = W[t, j]: W (T, T') read as a transposed view.
@@ -46,7 +46,7 @@ __device__ void token_forward_body(const float* x, const float* W, const float* 
 template <class P>
 __device__ void token_backward_input_body(const float* dy, const float* W, const float* u, float* dx, int T,
                                           int T_out, int N, int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem<4> smem;
+    __shared__ TileSmem<4, P> smem;
     const TileCoords<4> tc(splits, N);
     float acc[4][4], unused;
     if (!gemm_splitk<4, 2, P>(Mat<true>{W, T_out}, Mat<true>{dy, N}, T, N, T_out, tc.m0, tc.n0, tc.split, splits,
@@ -66,7 +66,7 @@ __device__ void token_backward_input_body(const float* dy, const float* W, const
 template <class P>
 __device__ void token_backward_weight_body(const float* x, const float* dy, float* dW, int T, int T_out, int N,
                                            int splits, float* scratch, unsigned int* counters) {
-    __shared__ GemmSmem<4> smem;
+    __shared__ TileSmem<4, P> smem;
     const TileCoords<4> tc(splits, T_out);
     float acc[4][4], unused;
     // B(n, j) = ∂Y[j, n]: ∂Y read as a transposed view; a long sum over few blocks: fetch two steps ahead.
