@@ -62,6 +62,15 @@ def median(f, repeats: int) -> float:
     return statistics.median(f() for _ in range(repeats))
 
 
+def launch_graph_ms(dev, launch, count: int = 10, repeats: int = 5) -> float:
+    """Device ms of one launch: a CUDA graph of `count` copies of it replayed, median of `repeats`.
+    Replayed from a graph, the launches follow each other as in a step's graph, with no host launch
+    time between them (which, at a batch of 1, is longer than most kernels)."""
+    graph = dev.capture([launch] * count)
+    dev.replay(graph)
+    return median(lambda: event_ms("cupy", dev.stream, lambda: dev.replay(graph)), repeats) / count
+
+
 def graph_floor_us(repeats: int) -> float:
     """Device latency of replaying a graph of one empty kernel: what any one-graph forward costs at least."""
     import cupy

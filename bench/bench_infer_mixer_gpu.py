@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_infer_gpu import LiteNet, event_ms, graph_floor_us, median, wall_us
+from bench_infer_gpu import LiteNet, event_ms, graph_floor_us, launch_graph_ms, median, wall_us
 
 from litenet.weights import load_model
 
@@ -165,17 +165,16 @@ def accuracy_table(results: dict) -> str:
 
 
 def kernel_times_us(lite, images, count: int = 10) -> dict:
-    """µs per forward spent in each kernel: every launch of the forward timed alone (`count` back to back,
-    median of 3), summed by kernel name. Alone, a launch has no neighbour to overlap with, so the sum is
-    a little above the whole forward's time; it says where the time goes."""
+    """µs per forward spent in each kernel: every launch of the forward timed alone (a graph of `count`
+    copies, launch_graph_ms), summed by kernel name. Alone, a launch has no neighbour to overlap with,
+    so the sum is a little above the whole forward's time; it says where the time goes."""
     be = lite.be
     run = be.prepare(len(images))
     be.dev.upload(run.pixels, images.reshape(len(images), 3072))
     be.execute(run)
     out: dict[str, float] = {}
     for launch in run.launches:
-        ms = median(lambda launch=launch: event_ms("cupy", lite.stream, lambda: be.dev.launch(launch), count), 3)
-        out[launch.kernel] = out.get(launch.kernel, 0.0) + 1e3 * ms
+        out[launch.kernel] = out.get(launch.kernel, 0.0) + 1e3 * launch_graph_ms(be.dev, launch, count, 3)
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
@@ -202,7 +201,7 @@ def table(results: dict, floor_us: float, device: str) -> str:
     for model, res in results.items():
         for precision, times in res["scan"].items():
             lines.append(f"| {model} | {precision} | " + " | ".join(f"{times[b]:.1f}" for b in SCAN) + " |")
-    lines += ["", ("Where the time goes: µs per forward in each kernel, every launch timed alone (10 back to back, "
+    lines += ["", ("Where the time goes: µs per forward in each kernel, every launch timed alone (a CUDA graph of 10 copies, "
               "median of 3), summed by kernel:"), ""]
     for model, res in results.items():
         for case, times in res["kernels"].items():

@@ -1,15 +1,15 @@
 """Each launch of the Mixer's training step timed alone on the GPU, summed by kernel: where a step's time goes.
 
     python bench/mixer_kernel_times.py --batch 256 --precision bf16
-Every launch of one step runs `--repeats` times between two CUDA events on the backend's stream
-(after a full warm-up step); the median per launch is reported, grouped by kernel, largest first.
+Every launch of one step is captured as a CUDA graph of `--count` copies (after a full warm-up step)
+and the graph replayed `--repeats` times between two CUDA events: the median per launch, with no host
+launch time in it, is reported, grouped by kernel, largest first.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -17,9 +17,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from litenet.model import init_params, load_preset, override  # noqa: E402
-from litenet.train.cuda.mixer_backend import MixerCudaBackend  # noqa: E402
+from bench_infer_gpu import launch_graph_ms
+
+from litenet.model import init_params, load_preset, override
+from litenet.train.cuda.mixer_backend import MixerCudaBackend
 
 
 def main() -> None:
@@ -27,11 +30,11 @@ def main() -> None:
     ap.add_argument("--preset", default="litenet-mixer")
     ap.add_argument("--batch", type=int, nargs="+", default=[256])
     ap.add_argument("--precision", default="bf16")
-    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--count", type=int, default=10, help="copies of the launch in its graph")
+    ap.add_argument("--repeats", type=int, default=5, help="graph replays timed (median)")
     ap.add_argument("--slowest", type=int, default=25, help="list this many of the slowest launches")
     ap.add_argument("--out")
     args = ap.parse_args()
-    import cupy
     preset, report = load_preset(args.preset), {}
     for batch in args.batch:
         train = override(preset.train, {"batch_size": batch, "precision": args.precision})
@@ -43,15 +46,7 @@ def main() -> None:
         be.fetch_stats()
         dev, per_kernel, total, launches = be.dev, defaultdict(float), 0.0, []
         for position, launch in enumerate(be._steps):
-            times = []
-            for _ in range(args.repeats):
-                start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-                start.record(dev.stream)
-                dev.launch(launch)
-                stop.record(dev.stream)
-                stop.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(start, stop))
-            ms = statistics.median(times)
+            ms = launch_graph_ms(dev, launch, args.count, args.repeats)
             per_kernel[launch.kernel] += ms
             total += ms
             # the scalar arguments (sizes, strides, flags) tell the launches of one kernel apart

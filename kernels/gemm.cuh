@@ -10,7 +10,7 @@
 //                 staged through two buffers.
 //     TF32, BF16  gemm_tile_pipelined (64-row tiles, sm_80 on): on the tensor cores (mma.cuh);
 //                 LN_STAGES buffers filled by cp.async three steps ahead of the multiply.
-//                 Optionally also Σ_k B(k, n) (a bias gradient's column sums, from the staged values).
+//   Either path optionally also sums Σ_k B(k, n) (a bias gradient, from the staged values).
 //
 // Built on it: splitk.cuh (K split over several blocks, the epilogue's tile coordinates, column
 // sums); rows_matmul.cuh (a few rows held in shared memory, for the fused small-batch kernel).
@@ -189,20 +189,24 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
     __syncthreads();
 }
 
-// The column sums' last step: thread t holds cs = Σ over its k rows of B(k row kk, n0 + x … x+3);
-// the 16 k rows of each column are folded through `red` (≥ 16·64 floats of shared memory no thread
-// still reads) into colsum of thread t < 64 (column n0 + t), in k-row order.
+// The column sums' last step: thread t holds cs, the B values it staged summed over its k steps —
+// B contiguous along n (ALONG_N): k row kk, columns n0 + x … x+3; along k: k rows kk … kk+3 (kk a
+// multiple of 4) of column n0 + x. They are folded through `red` (≥ 16·64 floats of shared memory
+// no thread still reads) into colsum of thread t < 64 (column n0 + t), in k-row order.
+template <bool ALONG_N>
 __device__ __forceinline__ void fold_colsums(float4 cs, int kk, int x, float* red, float& colsum) {
-    st4(red + kk * LN_TILE + x, cs);
+    if (ALONG_N) st4(red + kk * LN_TILE + x, cs);
+    else red[(kk >> 2) * LN_TILE + x] = (cs.x + cs.y) + (cs.z + cs.w);
     __syncthreads();
     if ((int)threadIdx.x < LN_TILE)
-        for (int r = 0; r < LN_TK; ++r) colsum += red[r * LN_TILE + threadIdx.x];
+        for (int r = 0; r < (ALONG_N ? LN_TK : LN_TK / 4); ++r) colsum += red[r * LN_TILE + threadIdx.x];
     __syncthreads();
 }
 
 // acc[i][j] = Σ_{k_begin ≤ k < k_end} A(m0 + TM·ty + i, k) · B(k, n0 + 4·tx + j) (t = 16·ty + tx),
-// k in increasing order, for a tile of 16·TM rows × 64 columns. With `colsums` (B contiguous along
-// n only), thread t < 64 also gets colsum = Σ_k B(k, n0 + t). DEPTH: how many k steps ahead the
+// k in increasing order, for a tile of 16·TM rows × 64 columns. With `colsums`, thread t < 64 also
+// gets colsum = Σ_k B(k, n0 + t) (a bias gradient: ∂y's column sums in a channel ∂W, its row sums
+// in a token ∂W, where B is ∂yᵀ). DEPTH: how many k steps ahead the
 // operands are fetched into registers — 1, or 2 where a k step's multiplies are too few to cover a
 // load's latency: every ∂W (few blocks per multiprocessor) and, since 2026-12-03, the layer kernels'
 // forward and ∂input products (the Mixer's BF16 step −3 % on an H200, bench/results/gpu-mixer-
@@ -219,7 +223,7 @@ __device__ void gemm_tile_registers(const A& a, const B& b, int M, int N, int k_
     const FetchSlots<16 * TM, !A::second_contiguous> fa;
     const FetchSlots<LN_TILE, B::second_contiguous> fb;
     float4 ra[TM / 4], rb[1], qa[TM / 4], qb[1], cs = make_float4(0.f, 0.f, 0.f, 0.f);
-    const bool sums = colsums && B::second_contiguous;
+    const bool sums = colsums;
     if (k_begin < k_end) {
         gemm_fetch<TM>(a, b, M, N, k_begin, k_end, m0, n0, fa, fb, ra, rb);
         stage(s.a[0], fa, ra);
@@ -240,7 +244,7 @@ __device__ void gemm_tile_registers(const A& a, const B& b, int M, int N, int k_
             gemm_step<TM, P>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, 2, fa, fb, qa, qb, ra, rb, 1, acc, sums, cs, s);
         }
     }
-    if (sums) fold_colsums(cs, fb.kk[0], fb.x[0], &s.a[0][0][0], colsum);
+    if (sums) fold_colsums<B::second_contiguous>(cs, fb.kk[0], fb.x[0], &s.a[0][0][0], colsum);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -314,9 +318,10 @@ __device__ void gemm_tile_pipelined(const Mat<SA>& a, const Mat<SB>& b, int M, i
     for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
     colsum = 0.f;
-    // Column sums of B (contiguous along n only): thread t adds the 4 values it staged, k row t / 16.
-    const bool sums = colsums && SB;
-    const int kk = threadIdx.x >> 4, x = 4 * (threadIdx.x & 15);
+    // Column sums of B: thread t adds the 16 bytes it staged (stage_async's chunk: 4 columns of k row
+    // kk, or 4 k rows from kk of column x), read back from where its copy landed.
+    const bool sums = colsums;
+    const int kk = SB ? threadIdx.x >> 4 : 4 * (threadIdx.x & 3), x = SB ? 4 * (threadIdx.x & 15) : threadIdx.x >> 2;
     float4 cs = make_float4(0.f, 0.f, 0.f, 0.f);
     const int steps = k_begin < k_end ? (k_end - k_begin + LN_TK - 1) / LN_TK : 0;
 #pragma unroll
@@ -332,12 +337,12 @@ __device__ void gemm_tile_pipelined(const Mat<SA>& a, const Mat<SB>& b, int M, i
                              async);
         async_commit();
         const float* stage = s.stages[i % LN_STAGES];
-        if (sums) add4(cs, ld4(stage + LN_STAGED_OPERAND + kk * (LN_TILE + LN_SPAD) + x));
+        if (sums) add4(cs, ld4(stage + LN_STAGED_OPERAND + ViewB::offset(kk, x)));
         mma_step(P{}, ViewA{stage}, ViewB{stage + LN_STAGED_OPERAND}, acc);
     }
     async_wait<0>();  // (only empty groups are left)
     mma_to_threads(acc, &s.stages[0][0]);  // its first barrier: every warp is done with the stages
-    if (sums) fold_colsums(cs, kk, x, &s.stages[0][0], colsum);
+    if (sums) fold_colsums<SB>(cs, kk, x, &s.stages[0][0], colsum);
 }
 
 // Which path a tile product takes: the pipeline for the tensor-core precisions, the register path

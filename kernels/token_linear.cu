@@ -7,8 +7,8 @@
 //   token_linear_residual_forward:     y = r + Wᵀ X + b  (the branch joins the residual stream)
 //   token_linear_backward_input:       ∂X = W ∂Y
 //   token_linear_backward_input_gelu:  ∂U = (W ∂Y) · GELU'(u)  (through the GELU before the product)
-//   token_linear_backward_weight:      ∂W = X ∂Yᵀ  (a sum over all N = B·d columns: split-K)
-//   (∂b[j] = Σ_n ∂Y[j, n] is token_linear_backward_weight with X a row of ones: mixer_plans.py)
+//   token_linear_backward_weight:      ∂W = X ∂Yᵀ, ∂b[j] = Σ_n ∂Y[j, n]  (sums over all N = B·d
+//                                      columns: split-K; ∂b from the staged ∂Y, as linear.cu's ∂b)
 //
 // Each product in three precisions (mma.cuh): the plain names fp32 on the SIMT cores, `_tf32` and
 // `_bf16` on the tensor cores (sm_80+). Launch: 256 threads; products: grid = tiles_m · tiles_n ·
@@ -64,18 +64,20 @@ __device__ void token_backward_input_body(const float* dy, const float* W, const
 }
 
 template <class P>
-__device__ void token_backward_weight_body(const float* x, const float* dy, float* dW, int T, int T_out, int N,
-                                           int splits, float* scratch, unsigned int* counters) {
+__device__ void token_backward_weight_body(const float* x, const float* dy, float* dW, float* db, int T, int T_out,
+                                           int N, int splits, float* scratch, unsigned int* counters) {
     __shared__ TileSmem<4, P> smem;
     const TileCoords<4> tc(splits, T_out);
-    float acc[4][4], unused;
+    const bool bias_row = tc.m0 == 0;  // the first tile row also sums B's columns: ∂b[j] = Σ_n ∂Y[j, n]
+    float acc[4][4], db_sum;
     // B(n, j) = ∂Y[j, n]: ∂Y read as a transposed view; a long sum over few blocks: fetch two steps ahead.
     if (!gemm_splitk<4, 2, P>(Mat<true>{x, N}, Mat<false>{dy, N}, T, T_out, N, tc.m0, tc.n0, tc.split, splits,
-                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tile_counters(counters, tc.tile), acc, false,
-                              unused, smem))
+                              scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tile_counters(counters, tc.tile), acc,
+                              bias_row, db_sum, smem))
         return;
     for (int i = 0; i < 4; ++i)
         if (tc.m(i) < T) store_row4(dW, T_out, tc.m(i), tc.n(0), T_out, acc[i]);
+    if (bias_row && threadIdx.x < LN_TILE && tc.n0 + (int)threadIdx.x < T_out) db[tc.n0 + threadIdx.x] = db_sum;
 }
 
 extern "C" __global__ void token_linear_gelu_forward(const float* x, const float* W, const float* bias, float* u,
@@ -101,9 +103,10 @@ extern "C" __global__ void token_linear_backward_input_gelu(const float* dy, con
     token_backward_input_body<PrecFp32>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_weight(const float* x, const float* dy, float* dW, int T, int T_out,
-                                                        int N, int splits, float* scratch, unsigned int* counters) {
-    token_backward_weight_body<PrecFp32>(x, dy, dW, T, T_out, N, splits, scratch, counters);
+extern "C" __global__ void token_linear_backward_weight(const float* x, const float* dy, float* dW, float* db, int T,
+                                                        int T_out, int N, int splits, float* scratch,
+                                                        unsigned int* counters) {
+    token_backward_weight_body<PrecFp32>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
 }
 
 extern "C" __global__ void token_linear_gelu_forward_tf32(const float* x, const float* W, const float* bias, float* u,
@@ -130,10 +133,10 @@ extern "C" __global__ void token_linear_backward_input_gelu_tf32(const float* dy
     token_backward_input_body<PrecTf32>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_weight_tf32(const float* x, const float* dy, float* dW, int T,
-                                                             int T_out, int N, int splits, float* scratch,
+extern "C" __global__ void token_linear_backward_weight_tf32(const float* x, const float* dy, float* dW, float* db,
+                                                             int T, int T_out, int N, int splits, float* scratch,
                                                              unsigned int* counters) {
-    token_backward_weight_body<PrecTf32>(x, dy, dW, T, T_out, N, splits, scratch, counters);
+    token_backward_weight_body<PrecTf32>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
 }
 
 extern "C" __global__ void token_linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u,
@@ -160,8 +163,8 @@ extern "C" __global__ void token_linear_backward_input_gelu_bf16(const float* dy
     token_backward_input_body<PrecBf16>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_weight_bf16(const float* x, const float* dy, float* dW, int T,
-                                                             int T_out, int N, int splits, float* scratch,
+extern "C" __global__ void token_linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db,
+                                                             int T, int T_out, int N, int splits, float* scratch,
                                                              unsigned int* counters) {
-    token_backward_weight_body<PrecBf16>(x, dy, dW, T, T_out, N, splits, scratch, counters);
+    token_backward_weight_body<PrecBf16>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
 }

@@ -77,7 +77,8 @@ def _token(r, rng, kernel, T, T_out, N, splits=1):
         return _by_twin(r, kernel, grid, x=r.put(x), W=r.put(W), bias=r.put(b), r=r.put(res), y=_nan(r, (T_out, N)),
                         **common)
     if name == "token_linear_backward_weight":
-        return _by_twin(r, kernel, grid, x=r.put(x), dy=r.put(dy), dW=_nan(r, (T, T_out)), **common)
+        return _by_twin(r, kernel, grid, x=r.put(x), dy=r.put(dy), dW=_nan(r, (T, T_out)), db=_nan(r, (T_out,)),
+                        **common)
     if name == "token_linear_backward_input":
         return _by_twin(r, kernel, grid, dy=r.put(dy), W=r.put(W), dx=_nan(r, (T, N)), **common)
     u = _operands(rng, (T, N))[0]

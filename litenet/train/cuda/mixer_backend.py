@@ -52,7 +52,6 @@ class MixerCudaBackend(DeviceSchedule):
         device.upload(self.v["layout"], param_offsets(model))
         device.upload(self.v["decay"], np.broadcast_to(decay_mask(model, train), params.shape).astype(np.float32))
         device.upload(self.v["eval_index"], np.arange(self.shapes.B, dtype=np.int32)[None])
-        device.upload(self.v["ONES"], np.ones(self.v["ONES"].shape, np.float32))
         self.plans = MixerPlans(model, train, self.shapes, self.v, device.sm_count, precision)
         self.stats_layout = self.plans.stats_layout
         self._eval = self.plans.eval_forward()

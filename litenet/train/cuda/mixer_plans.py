@@ -124,7 +124,6 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     a.add("DS", (s.R, s.d), f32, "∂ of a LayerNorm's input from its branch")
     a.add("DU2", (s.R, s.ch), f32, "∂u of the channel MLP")
     a.add("DU1", (s.th, s.N), f32, "∂u of the token MLP")
-    a.add("ONES", (1, s.N), f32, "a row of ones: a token product's ∂b = 1ᵀ ∂Yᵀ, as its ∂W product")
     a.add("eval_images", (s.B, 32, 32, 3), np.uint8, "evaluation: one chunk of images")
     a.add("eval_index", (1, s.B), i32, "evaluation: 0 … B−1")
     a.add("eval_flips", (1, s.B), np.uint8, "evaluation: zeros")
@@ -183,12 +182,6 @@ class MixerPlans:
                       SplitK(i32(n), self.v["scratch"], self.v["counters"]), dy=dy, nrm=self.ln[i]["NRM"],
                       rstd=self.ln[i]["RSTD"], gamma=self.p[f"{name}.gamma"], ds=ds, dgamma=self.g[f"{name}.gamma"],
                       dbeta=self.g[f"{name}.beta"], B=i32(s.R), d=i32(s.d), row_blocks=i32(row_blocks))
-
-    def _token_bias_grad(self, dy, db, rows: int) -> object:
-        """∂b[j] = Σ_n ∂Y[j, n] of a product across the patches: the ∂W product of a one-row input of
-        ones (1ᵀ ∂Yᵀ), so the sum over all B·d columns is split over the whole GPU, deterministically."""
-        return self._product("token_linear_backward_weight", 1, rows, self.s.N, x=self.v["ONES"], dy=dy, dW=db,
-                             T=i32(1), T_out=i32(rows), N=i32(self.s.N))
 
     # -- the forward -------------------------------------------------------------------------------
 
@@ -307,13 +300,13 @@ class MixerPlans:
                           W=p[f"{k}.token_fc2.weight"], u=a["U1"], du=v["DU1"], T=i32(s.th), T_out=i32(s.T),
                           N=i32(s.N)),
             self._product("token_linear_backward_weight", s.th, s.T, s.N, x=a["A1"], dy=d_mid,
-                          dW=g[f"{k}.token_fc2.weight"], T=i32(s.th), T_out=i32(s.T), N=i32(s.N)),
-            self._token_bias_grad(d_mid, g[f"{k}.token_fc2.bias"], s.T),
+                          dW=g[f"{k}.token_fc2.weight"], db=g[f"{k}.token_fc2.bias"], T=i32(s.th), T_out=i32(s.T),
+                          N=i32(s.N)),
             self._product("token_linear_backward_input", s.T, s.N, s.th, dy=v["DU1"], W=p[f"{k}.token_fc1.weight"],
                           dx=v["DY"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
             self._product("token_linear_backward_weight", s.T, s.th, s.N, x=self.ln[2 * b]["Y"], dy=v["DU1"],
-                          dW=g[f"{k}.token_fc1.weight"], T=i32(s.T), T_out=i32(s.th), N=i32(s.N)),
-            self._token_bias_grad(v["DU1"], g[f"{k}.token_fc1.bias"], s.th),
+                          dW=g[f"{k}.token_fc1.weight"], db=g[f"{k}.token_fc1.bias"], T=i32(s.T), T_out=i32(s.th),
+                          N=i32(s.N)),
             self._layernorm_backward(v["DY"], v["DS"], 2 * b),
             launch("residual_join", self._rows(s.R * s.d), ds=d_mid, dx_main=v["DS"], dx=d_out, n=i32(s.R * s.d),
                    ctr=v["ctr"], stats=v["stats"], stat_width=self.row.stat_width, slot=i32(path + 3 * (2 * b))),

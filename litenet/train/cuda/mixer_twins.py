@@ -155,11 +155,11 @@ def _token_linear_backward_input_gelu(a):
 
 @twin("token_linear_backward_weight", "x", "dy")
 def _token_linear_backward_weight(a):
-    """∂W = x ∂yᵀ; with x a row of ones (T = 1) this is a bias's ∂b = Σ_n ∂y (mixer_plans._token_bias_grad)."""
+    """∂W = x ∂yᵀ, ∂b = Σ_n ∂y: sums over all B·d columns, which may cancel, with ‖terms‖₂ as linear's."""
     x, dy = a["x"].reshape(a["T"], a["N"]), a["dy"].reshape(a["T_out"], a["N"])
-    _, dW, _ = ops.token_linear_backward(dy, x, None, want_dx=False)
-    _, dW_sq, _ = ops.token_linear_backward(dy * dy, x * x, None, want_dx=False)  # ‖terms‖₂², as linear's
-    return {"dW": Out(dW, a["N"], term_norms=np.sqrt(dW_sq))}
+    _, dW, db = ops.token_linear_backward(dy, x, None, want_dx=False)
+    _, dW_sq, db_sq = ops.token_linear_backward(dy * dy, x * x, None, want_dx=False)
+    return {"dW": Out(dW, a["N"], term_norms=np.sqrt(dW_sq)), "db": Out(db, a["N"], term_norms=np.sqrt(db_sq))}
 
 
 # -- LayerNorm, the mean over the patches, the residual joins ------------------------------------------------
