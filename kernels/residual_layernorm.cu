@@ -8,12 +8,16 @@
 //                                ∂γ = Σ_b ∂y n,  ∂β = Σ_b ∂y
 //   residual_join:               ∂x = ∂s + ∂x_main, and adds ‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩ to
 //                                the step's statistics row (stats + ctr[0]·stat_width + slot).
+//   layernorm_backward_join:     the two in one (the Mixer): ∂x = skip + ∂s of the LayerNorm
+//                                backward, ∂s never stored, and the join's sums with ∂s as ∂x_main.
 //
 // Launch (256 threads): forward, one warp per row, grid = ⌈B/8⌉. Backward, grid = ⌈B/8⌉ row
 // blocks (∂s) followed by tiles·splits column-sum blocks for [∂γ | ∂β] (2d columns in 64-wide
 // tiles, batch split `splits` ways; scratch ≥ tiles·splits·64 floats, counters ≥ tiles·LN_TILE_COUNTERS zeroed).
-// residual_join: any grid (grid-stride; 16-byte accesses where n is a multiple of 4 and the bases
-// aligned). Limits: none beyond int indexing; y may alias x.
+// layernorm_backward_join: the same with any number of row blocks (grid-stride over the rows, 8 at a
+// time: fewer blocks, fewer of the statistics' atomicAdds). residual_join: any grid (grid-stride;
+// 16-byte accesses where n is a multiple of 4 and the bases aligned). Limits: none beyond int
+// indexing; y may alias x, dx skip.
 #include "common.cuh"
 #include "splitk.cuh"
 #include "rowops.cuh"
@@ -49,6 +53,22 @@ struct LayerNormParamGrad {
     }
 };
 
+// The column-sum blocks of a LayerNorm backward: block `job` of tiles·splits sums ∂γ (columns < d)
+// and ∂β (columns ≥ d) of one 64-wide tile over its share of the B rows.
+__device__ void layernorm_param_grads(const float* dy, const float* nrm, float* dgamma, float* dbeta, int B, int d,
+                                      int job, int splits, float* scratch, unsigned int* counters) {
+    const int tile = job / splits, split = job % splits;
+    float v;
+    if (!colsum_splitk(LayerNormParamGrad{dy, nrm, d}, 2 * d, B, tile * 64, split, splits,
+                       scratch + (size_t)tile * splits * 64, tile_counters(counters, tile), v))
+        return;
+    const int n = tile * 64 + threadIdx.x;
+    if (threadIdx.x < 64 && n < 2 * d) {
+        if (n < d) dgamma[n] = v;
+        else dbeta[n - d] = v;
+    }
+}
+
 extern "C" __global__ void residual_layernorm_backward(const float* dy, const float* nrm, const float* rstd,
                                                        const float* gamma, float* ds, float* dgamma, float* dbeta,
                                                        int B, int d, int row_blocks, int splits, float* scratch,
@@ -60,16 +80,37 @@ extern "C" __global__ void residual_layernorm_backward(const float* dy, const fl
         layernorm_row_backward(dy + o, nrm + o, rstd[row], gamma, d, ds + o);
         return;
     }
-    const int job = blockIdx.x - row_blocks, tile = job / splits, split = job % splits;
-    float v;
-    if (!colsum_splitk(LayerNormParamGrad{dy, nrm, d}, 2 * d, B, tile * 64, split, splits,
-                       scratch + (size_t)tile * splits * 64, tile_counters(counters, tile), v))
-        return;
-    const int n = tile * 64 + threadIdx.x;
-    if (threadIdx.x < 64 && n < 2 * d) {
-        if (n < d) dgamma[n] = v;
-        else dbeta[n - d] = v;
+    layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
+}
+
+// The Mixer's LayerNorm backward with the residual join after it: no ∂s buffer, no second pass.
+template <int V>
+__device__ void join_rows(const float* dy, const float* nrm, const float* rstd, const float* gamma, const float* skip,
+                          float* dx, int B, int d, int row_blocks, float (&sums)[3]) {
+    for (int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5); row < B; row += row_blocks * (LN_THREADS / 32)) {
+        const size_t o = (size_t)row * d;
+        layernorm_row_backward_join<V>(dy + o, nrm + o, rstd[row], gamma, d, skip + o, dx + o, sums);
     }
+}
+
+extern "C" __global__ void layernorm_backward_join(const float* dy, const float* nrm, const float* rstd,
+                                                   const float* gamma, const float* skip, float* dx, float* dgamma,
+                                                   float* dbeta, int B, int d, int row_blocks, int splits,
+                                                   float* scratch, unsigned int* counters, const int* ctr,
+                                                   float* stats, int stat_width, int slot) {
+    if ((int)blockIdx.x < row_blocks) {
+        __shared__ float red[3 * 32];
+        float sums[3] = {0.f, 0.f, 0.f};
+        if (row_vec4(d, dy, nrm, gamma, skip, dx)) join_rows<4>(dy, nrm, rstd, gamma, skip, dx, B, d, row_blocks, sums);
+        else join_rows<1>(dy, nrm, rstd, gamma, skip, dx, B, d, row_blocks, sums);
+        block_sums<3>(sums, red);
+        if (threadIdx.x == 0) {
+            float* row = stats + (size_t)step_pos(ctr) * stat_width + slot;
+            for (int i = 0; i < 3; ++i) atomicAdd(row + i, sums[i]);
+        }
+        return;
+    }
+    layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
 }
 
 // residual_join's loop over V elements at a time (rowops.cuh's loadv), grid-stride.

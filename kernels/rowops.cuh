@@ -69,9 +69,10 @@ __device__ float layernorm_row_forward(const float* x, const float* v, const flo
     return layernorm_row_forward_v<RESIDUAL, 1>(x, v, gamma, beta, eps, d, nrm, y);
 }
 
-template <int V>
+// STORE(j, v): v holds ∂s[j … j+V−1] (its first V components).
+template <int V, class Store>
 __device__ void layernorm_row_backward_v(const float* dy, const float* nrm, float rstd, const float* gamma, int d,
-                                         float* ds) {
+                                         const Store& store) {
     const int lane = threadIdx.x & 31;
     float m1 = 0.f, m2 = 0.f;
     for (int j = V * lane; j < d; j += 32 * V) {
@@ -84,8 +85,8 @@ __device__ void layernorm_row_backward_v(const float* dy, const float* nrm, floa
     m2 = warp_sum(m2) / (float)d;
     for (int j = V * lane; j < d; j += 32 * V) {
         const float4 g = loadv<V>(dy + j), w = loadv<V>(gamma + j), n = loadv<V>(nrm + j);
-        storev<V>(ds + j, make_float4(rstd * ((g.x * w.x - m1) - n.x * m2), rstd * ((g.y * w.y - m1) - n.y * m2),
-                                      rstd * ((g.z * w.z - m1) - n.z * m2), rstd * ((g.w * w.w - m1) - n.w * m2)));
+        store(j, make_float4(rstd * ((g.x * w.x - m1) - n.x * m2), rstd * ((g.y * w.y - m1) - n.y * m2),
+                             rstd * ((g.z * w.z - m1) - n.z * m2), rstd * ((g.w * w.w - m1) - n.w * m2)));
     }
 }
 
@@ -93,8 +94,25 @@ __device__ void layernorm_row_backward_v(const float* dy, const float* nrm, floa
 // residual_layernorm_backward). ds may alias dy (lane-owned elements, read before written).
 __device__ void layernorm_row_backward(const float* dy, const float* nrm, float rstd, const float* gamma, int d,
                                        float* ds) {
-    if (row_vec4(d, dy, nrm, gamma, ds)) layernorm_row_backward_v<4>(dy, nrm, rstd, gamma, d, ds);
-    else layernorm_row_backward_v<1>(dy, nrm, rstd, gamma, d, ds);
+    if (row_vec4(d, dy, nrm, gamma, ds))
+        layernorm_row_backward_v<4>(dy, nrm, rstd, gamma, d, [&](int j, float4 v) { storev<4>(ds + j, v); });
+    else
+        layernorm_row_backward_v<1>(dy, nrm, rstd, gamma, d, [&](int j, float4 v) { storev<1>(ds + j, v); });
+}
+
+// One warp: the row's ∂s (as layernorm_row_backward) joined with the identity path's gradient:
+// ∂x = skip + ∂s, ∂s never stored (reference.residual_join); adds the lane's share of the join's
+// sums ‖skip‖², ‖∂s‖², ⟨skip, ∂s⟩ to sums[0 … 2]. dx may alias skip.
+template <int V>
+__device__ void layernorm_row_backward_join(const float* dy, const float* nrm, float rstd, const float* gamma, int d,
+                                            const float* skip, float* dx, float (&sums)[3]) {
+    layernorm_row_backward_v<V>(dy, nrm, rstd, gamma, d, [&](int j, float4 g) {
+        const float4 s = loadv<V>(skip + j);
+        sums[0] += sumv<V>(make_float4(s.x * s.x, s.y * s.y, s.z * s.z, s.w * s.w));
+        sums[1] += sumv<V>(make_float4(g.x * g.x, g.y * g.y, g.z * g.z, g.w * g.w));
+        sums[2] += sumv<V>(make_float4(s.x * g.x, s.y * g.y, s.z * g.z, s.w * g.w));
+        storev<V>(dx + j, make_float4(s.x + g.x, s.y + g.y, s.z + g.z, s.w + g.w));
+    });
 }
 
 // One thread, one row of logits: the margin loss max(0, m − z_y + z_r) with r the first arg-max

@@ -10,6 +10,7 @@ import math
 import numpy as np
 from harness import _nan, _schedule, _splitk, _tiles, case, precision
 
+from litenet import ops
 from litenet.gpu import sources
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout
 from litenet.train import augment
@@ -93,6 +94,26 @@ def _plain_layernorm(r, rng, name, B, d):
                     nrm=_nan(r, (B, d)), rstd=_nan(r, (B,)), B=i32(B), d=i32(d), eps=f32(1e-5))
 
 
+@case("layernorm_backward_join")
+def _layernorm_join(r, rng, name, B, d, splits=1, row_blocks=None):
+    """A LayerNorm's backward joined with the stream's gradient (skip), its sums added to the
+    statistics row at step 1 (what is there already stays). row_blocks below ⌈B/8⌉: each block
+    walks several groups of rows."""
+    x, dy, skip = _operands(rng, (B, d), (B, d), (B, d))
+    gamma = (1 + 0.3 * rng.standard_normal(d)).astype(f32)
+    _, (nrm, rstd) = ops.layernorm_forward(x.astype(np.float64), gamma.astype(np.float64), np.zeros(d), 1e-5)
+    rows = row_blocks or math.ceil(B / 8)
+    tiles = math.ceil(2 * d / 64)
+    scratch, counters = _splitk(r, tiles, splits, 64)
+    stats = np.zeros((3, 9), f32)
+    stats[1, 5:8] = [1.0, 2.0, 3.0]
+    return _by_twin(r, name, rows + tiles * splits, dy=r.put(dy), nrm=r.put(nrm.astype(f32)),
+                    rstd=r.put(rstd[:, 0].astype(f32)), gamma=r.put(gamma), skip=r.put(skip), dx=_nan(r, (B, d)),
+                    dgamma=_nan(r, (d,)), dbeta=_nan(r, (d,)), B=i32(B), d=i32(d), row_blocks=i32(rows),
+                    splits=i32(splits), scratch=scratch, counters=counters, ctr=r.put(np.array([1, 0], i32)),
+                    stats=r.put(stats), stat_width=i32(9), slot=i32(5))
+
+
 @case("patches_gather")
 def _patches(r, rng, name, B, patch, pad=4, cut=0, shift=0.5, scale=1.0, grid=5):
     """The step's images from the uint8 set, cropped, flipped and cut out: exactly augment.apply then ops.patchify."""
@@ -164,6 +185,9 @@ MIXER_KERNEL_SHAPES = [
     ("linear_residual_forward", dict(B=9, n_in=1300, n_out=70, splits=33)),
     ("layernorm_forward", dict(B=13, d=64)),
     ("layernorm_forward", dict(B=9, d=7)),
+    ("layernorm_backward_join", dict(B=13, d=64)),
+    ("layernorm_backward_join", dict(B=300, d=33, splits=3)),
+    ("layernorm_backward_join", dict(B=100, d=128, splits=2, row_blocks=3)),
     ("patches_gather", dict(B=5, patch=4)),
     ("patches_gather", dict(B=3, patch=8, pad=0, shift=0.0)),
     ("patches_gather", dict(B=2, patch=16, pad=2, shift=0.47, scale=4.0)),
@@ -190,4 +214,5 @@ MIXER_KERNEL_SHAPES += [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for nam
     ("token_linear_backward_input", dict(T=16, T_out=9, N=67)),
     ("token_linear_backward_input_gelu", dict(T=64, T_out=33, N=66)),
     ("token_linear_backward_weight", dict(T=65, T_out=64, N=129, splits=3)),
+    ("token_linear_backward_weight", dict(T=16, T_out=70, N=300, splits=2)),  # ∂b over two tile columns
 ]]

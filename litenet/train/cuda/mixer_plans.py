@@ -8,7 +8,8 @@ pre-activation u and GELU(u)) — or, under activations = "recompute", the resid
 block's worth, re-running each block's LayerNorms and GELU products just before its backward
 (ActivationSlots says which slot a LayerNorm or block uses). The backward runs the op list in
 reverse with each GELU's derivative fused into the product before it and each residual's join done
-by residual_join, which also adds the two paths' sums to the step's statistics row.
+by the LayerNorm backward before it (layernorm_backward_join), which also adds the two paths' sums
+to the step's statistics row.
 
 A step: patches_gather → embedding → blocks → final LayerNorm → mean over the patches → head →
 cross_entropy_smoothed → the backward → grad_norm_sq → adamw_update (the last: it advances the
@@ -121,7 +122,6 @@ def arena_plan(model: MixerConfig, shapes: MixerShapes, capacity: int, sm_count:
     a.add("DPOOL", (s.B, s.d), f32, "∂ of the mean")
     a.add("DH", (2, s.R, s.d), f32, "∂ of the residual stream, two buffers taking turns")
     a.add("DY", (s.R, s.d), f32, "∂ of a LayerNorm's output")
-    a.add("DS", (s.R, s.d), f32, "∂ of a LayerNorm's input from its branch")
     a.add("DU2", (s.R, s.ch), f32, "∂u of the channel MLP")
     a.add("DU1", (s.th, s.N), f32, "∂u of the token MLP")
     a.add("eval_images", (s.B, 32, 32, 3), np.uint8, "evaluation: one chunk of images")
@@ -175,13 +175,36 @@ class MixerPlans:
         return "final_ln" if i == 2 * self.s.L else f"blocks.{i // 2}.{'token' if i % 2 == 0 else 'channel'}_ln"
 
     def _layernorm_backward(self, dy, ds, i: int) -> object:
+        """LayerNorm i's backward from ∂y to ∂s (the final one's: the stream's gradient starts there)."""
         s, name = self.s, self._ln_name(i)
         row_blocks = math.ceil(s.R / (THREADS // 32))
-        n = splits_for(1, 2 * s.d, s.R, self.sm)  # the ∂γ, ∂β column sums: one row of tiles over R rows
-        return launch("residual_layernorm_backward", row_blocks + math.ceil(2 * s.d / TILE) * n,
-                      SplitK(i32(n), self.v["scratch"], self.v["counters"]), dy=dy, nrm=self.ln[i]["NRM"],
-                      rstd=self.ln[i]["RSTD"], gamma=self.p[f"{name}.gamma"], ds=ds, dgamma=self.g[f"{name}.gamma"],
-                      dbeta=self.g[f"{name}.beta"], B=i32(s.R), d=i32(s.d), row_blocks=i32(row_blocks))
+        return launch("residual_layernorm_backward", row_blocks + self._ln_param_blocks(), self._ln_split(), dy=dy,
+                      ds=ds, row_blocks=i32(row_blocks), **self._ln_backward_common(i))
+
+    def _layernorm_backward_join(self, i: int, skip, dx, slot: int) -> object:
+        """LayerNorm i's backward joined with the residual stream's gradient `skip` into dx (kernels/
+        residual_layernorm.cu layernorm_backward_join), the join's sums at `slot` of the statistics row.
+        Its rows are walked by at most 8 blocks a multiprocessor, as residual_join's elements were."""
+        row_blocks = min(math.ceil(self.s.R / (THREADS // 32)), 8 * self.sm)
+        return launch("layernorm_backward_join", row_blocks + self._ln_param_blocks(), self._ln_split(),
+                      dy=self.v["DY"], skip=skip, dx=dx, row_blocks=i32(row_blocks), ctr=self.v["ctr"],
+                      stats=self.v["stats"], stat_width=self.row.stat_width, slot=i32(slot),
+                      **self._ln_backward_common(i))
+
+    def _ln_backward_common(self, i: int) -> dict:
+        s, name = self.s, self._ln_name(i)
+        return dict(nrm=self.ln[i]["NRM"], rstd=self.ln[i]["RSTD"], gamma=self.p[f"{name}.gamma"],
+                    dgamma=self.g[f"{name}.gamma"], dbeta=self.g[f"{name}.beta"], B=i32(s.R), d=i32(s.d))
+
+    def _ln_param_splits(self) -> int:
+        """The ∂γ, ∂β column sums: one row of tiles over R rows, split as splits_for says."""
+        return splits_for(1, 2 * self.s.d, self.s.R, self.sm)
+
+    def _ln_param_blocks(self) -> int:
+        return math.ceil(2 * self.s.d / TILE) * self._ln_param_splits()
+
+    def _ln_split(self) -> SplitK:
+        return SplitK(i32(self._ln_param_splits()), self.v["scratch"], self.v["counters"])
 
     # -- the forward -------------------------------------------------------------------------------
 
@@ -292,9 +315,7 @@ class MixerPlans:
             self._product("linear_backward_weight", s.d, s.ch, s.R, x=self.ln[2 * b + 1]["Y"], dy=v["DU2"],
                           dW=g[f"{k}.channel_fc1.weight"], db=g[f"{k}.channel_fc1.bias"], B=i32(s.R),
                           n_in=i32(s.d), n_out=i32(s.ch)),
-            self._layernorm_backward(v["DY"], v["DS"], 2 * b + 1),
-            launch("residual_join", self._rows(s.R * s.d), ds=d_out, dx_main=v["DS"], dx=d_mid, n=i32(s.R * s.d),
-                   ctr=v["ctr"], stats=v["stats"], stat_width=self.row.stat_width, slot=i32(path + 3 * (2 * b + 1))),
+            self._layernorm_backward_join(2 * b + 1, d_out, d_mid, path + 3 * (2 * b + 1)),
             # the token MLP, on (T, N) matrices
             self._product("token_linear_backward_input_gelu", s.th, s.N, s.T, dy=d_mid,
                           W=p[f"{k}.token_fc2.weight"], u=a["U1"], du=v["DU1"], T=i32(s.th), T_out=i32(s.T),
@@ -307,7 +328,5 @@ class MixerPlans:
             self._product("token_linear_backward_weight", s.T, s.th, s.N, x=self.ln[2 * b]["Y"], dy=v["DU1"],
                           dW=g[f"{k}.token_fc1.weight"], db=g[f"{k}.token_fc1.bias"], T=i32(s.T), T_out=i32(s.th),
                           N=i32(s.N)),
-            self._layernorm_backward(v["DY"], v["DS"], 2 * b),
-            launch("residual_join", self._rows(s.R * s.d), ds=d_mid, dx_main=v["DS"], dx=d_out, n=i32(s.R * s.d),
-                   ctr=v["ctr"], stats=v["stats"], stat_width=self.row.stat_width, slot=i32(path + 3 * (2 * b))),
+            self._layernorm_backward_join(2 * b, d_mid, d_out, path + 3 * (2 * b)),
         ]

@@ -178,6 +178,17 @@ def _residual_layernorm_backward(a):
     return {"ds": Out(ds, d), "dgamma": Out(dgamma, B), "dbeta": Out(dbeta, B)}
 
 
+@twin("layernorm_backward_join", "dy", "nrm", "rstd", "gamma", "skip", "ctr", "stats")
+def _layernorm_backward_join(a):
+    """residual_layernorm_backward, then residual_join with the LayerNorm's ∂s as the main path."""
+    B, d = a["B"], a["d"]
+    cache = (a["nrm"].reshape(B, d), a["rstd"].reshape(B, 1))
+    ds, dgamma, dbeta = ops.residual_layernorm_backward(a["dy"].reshape(B, d), cache, a["gamma"])
+    dx, sums = ref.residual_join(a["skip"].reshape(B, d), ds)
+    at, row = _stats_at(a, a["slot"], sums)
+    return {"dx": Out(dx, d), "dgamma": Out(dgamma, B), "dbeta": Out(dbeta, B), "stats": Out(row, B * d, at)}
+
+
 @twin("mean_tokens_forward", "x")
 def _mean_tokens_forward(a):
     return {"y": Out(ops.mean_tokens_forward(a["x"].reshape(a["T"], a["N"])), a["T"])}
