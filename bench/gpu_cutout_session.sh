@@ -9,11 +9,12 @@
 #            --stop-at), alone on the GPU;
 #   graph    the step table against PyTorch's CUDA-graph replay of the same step (bench_steps_gpu.py:
 #            the Mixer and litenet-base's shape at widths 256, 1024, 2048), alone;
-#   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) while a second
-#            seed of litenet-mixer-cutout-b128's recipe (seed 1) and the GPU tests share the GPU
-#            (the run's accuracy counts, its seconds do not), then `litenet export --int8` and every
-#            way to run the trained model scored on the test set (bench_infer_mixer_gpu.py
-#            --test-data), alone;
+#   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) while seeds
+#            SEEDS (default 0 2) of litenet-mixer-cutout-b128's recipe and the GPU tests share the
+#            GPU (the runs' accuracies count, their seconds do not), then `litenet export --int8`
+#            and the infer job;
+#   infer    every way to run the trained model (DIR/litenet-mixer-cutout) scored on the test set
+#            and timed (bench_infer_mixer_gpu.py --test-data), alone;
 #   wide     a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the
 #            same recipe, 100 epochs (gpu_mixer_recipes.sh).
 # (Recipe runs keep their own queue.log in a folder of DIR: "queue finished" in DIR/queue.log is this
@@ -38,6 +39,7 @@ wait_for_data() {
     [ -f "$ready" ] || note "no $ready after 15 minutes"
 }
 CUTOUT=augment=crop+flip+cutout,cutout_size=16
+SEEDS=${SEEDS:-0 2}
 
 tests() {
     note "GPU tests"
@@ -71,9 +73,11 @@ graph() {
 
 train() {
     wait_for_data
-    note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside seed 1 of the b128 recipe"
-    DATA=$DATA DIR=$DIR/b128-wd-seed1 bash bench/gpu_mixer_recipes.sh \
-        "b128-wd0.1-seed1:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1,seed=1" &
+    note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside seeds $SEEDS of the b128 recipe"
+    for seed in $SEEDS; do
+        DATA=$DATA DIR=$DIR/b128-wd-seed$seed bash bench/gpu_mixer_recipes.sh \
+            "b128-wd0.1-seed$seed:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1,seed=$seed" &
+    done
     tests &
     python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
         --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1
@@ -81,9 +85,14 @@ train() {
     python3 -m litenet export --weights "$DIR/litenet-mixer-cutout" --int8 --data "$DATA" >"$DIR/export.log" 2>&1
     note "export done (rc $?)"
     wait
+    infer
+}
+
+infer() {
+    note "CUDA fp32/int8, ONNX Runtime, PyTorch on the test set, alone"
     python3 bench/bench_infer_mixer_gpu.py --models "$DIR/litenet-mixer-cutout" --test-data "$DATA" \
         --out "$DIR/infer-mixer-cutout.md" >"$DIR/infer-mixer-cutout.log" 2>&1
-    note "CUDA fp32/int8, ONNX Runtime, PyTorch on the test set done (rc $?)"
+    note "done (rc $?)"
 }
 
 wide() {

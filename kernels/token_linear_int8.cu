@@ -11,41 +11,62 @@
 // patches N apart; so the input is stored as token words: word (t/4)·N + n holds q[t … t+3, n]
 // (layernorm_int8.cu writes it so, and this kernel's gelu output is written the same way for the
 // next product). Then a thread that owns column n reads its words coalesced with its neighbours',
-// and W_q (T_out, Kw words, row j = output patch j's inputs, zero-padded) is read as whole int4s —
-// the same address for the whole warp, one broadcast load per four dp4a. Kw = ⌈T/16⌉·4 words, and
+// and W_q (T_out, Kw words, row j = output patch j's inputs, zero-padded) is staged in shared memory
+// as int4s the whole warp reads at once: one broadcast per four dp4a. Kw = ⌈T/16⌉·4 words, and
 // the output's token words are written for ⌈T_out/16⌉·16 patches, those past T_out as zeros.
 //
 // Launch: 256 threads; grid = ⌈N/256⌉ · ⌈T_out/16⌉ (block x: column block x / chunks, outputs
-// 16·(x % chunks) …). Each thread holds 16 int32 sums of one column. Limits: N < 2³¹; exact for
-// any T (|acc| ≤ T·128·127).
+// 16·(x % chunks) …). Each thread holds 16 int32 sums of one column. The k words go in chunks of 16
+// (64 patches: the Mixer's whole sum in one): the block first stages its 16 rows of the chunk's W in
+// shared memory, then each thread issues all 16 of its x loads at once and runs the chunk's 256
+// dp4a out of registers and broadcast shared reads — at a batch of 1 the kernel is two round trips
+// to memory, where loading W inside the dp4a loop made it a chain of them (12.5 µs a launch on an
+// H200, bench/results/gpu-mixer-2026-12-03.md "Sixth session"). Limits: N < 2³¹; exact for any T
+// (|acc| ≤ T·128·127).
 #include "infer_words.cuh"
 
 #define TL_OUTS 16  // output patches per block: 16 accumulators per thread, 4 output words
+#define TL_KW 16    // words of k per chunk (64 patches)
 
 extern "C" __global__ void token_linear_int8(const int* x, const int* W, int Kw, int T_out, int N, const float* mult,
                                              const float* bias, int gelu, float* res, int use_res, int* q, int use_q,
                                              float q_scale) {
+    __shared__ int4 ws[TL_OUTS][TL_KW / 4];
     const int chunks = (T_out + TL_OUTS - 1) / TL_OUTS;
     const int j0 = (blockIdx.x % chunks) * TL_OUTS;
     const int n = (blockIdx.x / chunks) * LN_THREADS + threadIdx.x;
-    if (n >= N) return;  // no barrier in this kernel
+    const bool live = n < N;  // a thread past N still helps stage W (no early return before a barrier)
+    const int jn = min(TL_OUTS, T_out - j0);  // the rows of W this block reads (the rest would be past its end)
     int acc[TL_OUTS];
 #pragma unroll
     for (int i = 0; i < TL_OUTS; ++i) acc[i] = 0;
-    const int jn = min(TL_OUTS, T_out - j0);  // the rows of W this block reads (the rest would be past its end)
-    for (int k = 0; k < Kw; k += 4) {
-        int xv[4];
+    for (int c0 = 0; c0 < Kw; c0 += TL_KW) {
+        const int cw = min(TL_KW, Kw - c0);  // words in this chunk, a multiple of 4 (as Kw)
+        __syncthreads();                     // the previous chunk's products are done with ws
+        if (threadIdx.x < TL_OUTS * TL_KW / 4) {
+            const int i = threadIdx.x / (TL_KW / 4), v = threadIdx.x % (TL_KW / 4);
+            int wv[4] = {0, 0, 0, 0};
+            if (i < jn && 4 * v < cw) {
+                LN_CHECK_ALIGN(W + (size_t)(j0 + i) * Kw + c0 + 4 * v, 16);
+                load4(W + (size_t)(j0 + i) * Kw + c0 + 4 * v, wv);
+            }
+            ws[i][v] = make_int4(wv[0], wv[1], wv[2], wv[3]);
+        }
+        __syncthreads();
+        if (!live) continue;
+        int xv[TL_KW];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) xv[i] = x[(size_t)(k + i) * N + n];
+        for (int k = 0; k < TL_KW; ++k) xv[k] = k < cw ? x[(size_t)(c0 + k) * N + n] : 0;
 #pragma unroll
         for (int i = 0; i < TL_OUTS; ++i)
-            if (i < jn) {
-                int wv[4];
-                LN_CHECK_ALIGN(W + (size_t)(j0 + i) * Kw + k, 16);
-                load4(W + (size_t)(j0 + i) * Kw + k, wv);
-                acc[i] = __dp4a(xv[3], wv[3], __dp4a(xv[2], wv[2], __dp4a(xv[1], wv[1], __dp4a(xv[0], wv[0], acc[i]))));
+#pragma unroll
+            for (int v = 0; v < TL_KW / 4; ++v) {
+                const int4 w = ws[i][v];
+                acc[i] = __dp4a(xv[4 * v + 3], w.w,
+                                __dp4a(xv[4 * v + 2], w.z, __dp4a(xv[4 * v + 1], w.y, __dp4a(xv[4 * v], w.x, acc[i]))));
             }
     }
+    if (!live) return;
     int qv[TL_OUTS];
 #pragma unroll
     for (int i = 0; i < TL_OUTS; ++i) {

@@ -6,6 +6,7 @@
 struct int4 {
     int x, y, z, w;
 };
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
 
 // Σ of the four signed-byte products, added to c (CUDA's __dp4a on two ints).
 inline int __dp4a(int a, int b, int c) {
