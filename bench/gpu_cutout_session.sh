@@ -9,12 +9,14 @@
 #            --stop-at), alone on the GPU;
 #   graph    the step table against PyTorch's CUDA-graph replay of the same step (bench_steps_gpu.py:
 #            the Mixer and litenet-base's shape at widths 256, 1024, 2048), alone;
-#   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) while seeds
-#            SEEDS (default 0 2) of litenet-mixer-cutout-b128's recipe and the GPU tests share the
-#            GPU (the runs' accuracies count, their seconds do not), then `litenet export --int8`
+#   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) beside the
+#            seeds job (the accuracies count, the seconds do not), then `litenet export --int8`
 #            and the infer job;
-#   infer    every way to run the trained model (DIR/litenet-mixer-cutout) scored on the test set
-#            and timed (bench_infer_mixer_gpu.py --test-data), alone;
+#   seeds    seeds SEEDS (default 0 2) of litenet-mixer-cutout-b128's recipe, at the same time as
+#            each other and the GPU tests;
+#   infer    every way to run the trained model (DIR/litenet-mixer-cutout, from the train job)
+#            timed and scored on the test set (bench_infer_mixer_gpu.py --test-data), or without
+#            one litenet-mixer with seeded weights timed; alone;
 #   wide     a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the
 #            same recipe, 100 epochs (gpu_mixer_recipes.sh).
 # (Recipe runs keep their own queue.log in a folder of DIR: "queue finished" in DIR/queue.log is this
@@ -73,12 +75,8 @@ graph() {
 
 train() {
     wait_for_data
-    note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside seeds $SEEDS of the b128 recipe"
-    for seed in $SEEDS; do
-        DATA=$DATA DIR=$DIR/b128-wd-seed$seed bash bench/gpu_mixer_recipes.sh \
-            "b128-wd0.1-seed$seed:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1,seed=$seed" &
-    done
-    tests &
+    note "litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16, beside the seeds job"
+    seeds &
     python3 -m litenet train --preset litenet-mixer-cutout --backend cuda --precision bf16 --data "$DATA" \
         --out "$DIR/litenet-mixer-cutout" --no-progress >"$DIR/cli-train.log" 2>&1
     note "done (rc $?)"
@@ -88,10 +86,27 @@ train() {
     infer
 }
 
+seeds() {
+    wait_for_data
+    note "seeds $SEEDS of the b128 recipe beside the GPU tests"
+    for seed in $SEEDS; do
+        DATA=$DATA DIR=$DIR/b128-wd-seed$seed bash bench/gpu_mixer_recipes.sh \
+            "b128-wd0.1-seed$seed:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1,seed=$seed" &
+    done
+    tests &
+    wait
+    note "seeds done"
+}
+
 infer() {
-    note "CUDA fp32/int8, ONNX Runtime, PyTorch on the test set, alone"
-    python3 bench/bench_infer_mixer_gpu.py --models "$DIR/litenet-mixer-cutout" --test-data "$DATA" \
-        --out "$DIR/infer-mixer-cutout.md" >"$DIR/infer-mixer-cutout.log" 2>&1
+    if [ -d "$DIR/litenet-mixer-cutout" ]; then
+        note "CUDA fp32/int8, ONNX Runtime, PyTorch: the trained model, timed and scored on the test set, alone"
+        python3 bench/bench_infer_mixer_gpu.py --models "$DIR/litenet-mixer-cutout" --test-data "$DATA" \
+            --out "$DIR/infer-mixer-cutout.md" >"$DIR/infer-mixer-cutout.log" 2>&1
+    else
+        note "CUDA fp32/int8 and PyTorch timed on litenet-mixer with seeded weights, alone"
+        python3 bench/bench_infer_mixer_gpu.py --repeats 200 --out "$DIR/infer-mixer.md" >"$DIR/infer-mixer.log" 2>&1
+    fi
     note "done (rc $?)"
 }
 
