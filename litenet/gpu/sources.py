@@ -23,7 +23,9 @@ KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_n
                 "patches_infer", "layernorm_int8", "token_linear_int8", "mean_tokens_int8")
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
+# `extern "C" __global__ void [__launch_bounds__(…)] NAME(params)`
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)',
+                     re.S)
 
 
 # The element type behind each pointer parameter, as a NumPy dtype.
@@ -61,12 +63,17 @@ def read_source(name: str) -> str:
 
 @lru_cache(maxsize=None)
 def signatures(name: str) -> dict[str, tuple[Param, ...]]:
-    """Kernel name → its parameters, read from the `extern "C" __global__` declarations."""
+    """Kernel name → its parameters, read from the `extern "C" __global__` declarations of a file."""
+    return parse_signatures(source_path(name).read_text(encoding="utf-8"))
+
+
+def parse_signatures(text: str) -> dict[str, tuple[Param, ...]]:
+    """Kernel name → its parameters, from the `extern "C" __global__` declarations in `text`."""
     out = {}
-    for kernel, params in _KERNEL.findall(source_path(name).read_text(encoding="utf-8")):
+    for kernel, params in _KERNEL.findall(text):
         parsed = []
-        for text in (p.strip() for p in params.split(",")):
-            words = text.replace("*", " * ").split()
+        for param in (p.strip() for p in params.split(",")):
+            words = param.replace("*", " * ").split()
             if "*" in words:
                 base = " ".join(w for w in words[:words.index("*")] if w != "const")
                 parsed.append(Param(words[-1], "pointer", POINTEE[base]))

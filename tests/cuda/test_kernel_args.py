@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from litenet.gpu.sources import Param, parse_signatures
 from litenet.gpu.splitk import SPLITS_LIMIT, TILE_COUNTERS
 from litenet.train.cuda.kernel_args import StatsRow, kernel_args
 
@@ -35,3 +36,12 @@ def test_split_k_constants_match_the_kernels():
     value = {name: int(v) for name, v in re.findall(r"#define (LN_GROUP|LN_MAX_GROUPS) (\d+)", text)}
     assert TILE_COUNTERS == 1 + value["LN_MAX_GROUPS"]
     assert SPLITS_LIMIT == value["LN_GROUP"] * value["LN_MAX_GROUPS"]
+
+
+def test_declarations_are_read_with_or_without_launch_bounds():
+    text = """extern "C" __global__ void plain(const float* x, int n) {}
+extern "C" __global__ void __launch_bounds__(256, 4) bounded(float* y,
+                                                             float s) {}"""
+    got = parse_signatures(text)
+    assert [p.name for p in got["plain"]] == ["x", "n"] and got["plain"][1] == Param("n", "int")
+    assert [(p.name, p.kind) for p in got["bounded"]] == [("y", "pointer"), ("s", "float")]
