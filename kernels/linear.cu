@@ -154,72 +154,74 @@ extern "C" __global__ void linear_backward_input_gelu(const float* dy, const flo
     linear_backward_input_body<4>(dy, W, du, B, n_in, n_out, splits, scratch, counters, u);
 }
 
-extern "C" __global__ void linear_forward_tf32(const float* x, const float* W, const float* bias, float* y, int B,
-                                               int n_in, int n_out, int splits, float* scratch,
-                                               unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_forward_tf32(const float* x, const float* W, const float* bias, float* y, int B, int n_in, int n_out, int splits,
+                    float* scratch, unsigned int* counters) {
     linear_forward_body<4, false, PrecTf32>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
 }
 
-extern "C" __global__ void linear_gelu_forward_tf32(const float* x, const float* W, const float* bias, float* u,
-                                                    float* a, int B, int n_in, int n_out, int splits, float* scratch,
-                                                    unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_gelu_forward_tf32(const float* x, const float* W, const float* bias, float* u, float* a, int B, int n_in,
+                         int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_forward_body<4, true, PrecTf32>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
 }
 
-extern "C" __global__ void linear_residual_forward_tf32(const float* x, const float* W, const float* bias,
-                                                        const float* r, float* y, int B, int n_in, int n_out,
-                                                        int splits, float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_residual_forward_tf32(const float* x, const float* W, const float* bias, const float* r, float* y, int B,
+                             int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_forward_body<4, false, PrecTf32>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters, r);
 }
 
-extern "C" __global__ void linear_backward_input_tf32(const float* dy, const float* W, float* dx, int B, int n_in,
-                                                      int n_out, int splits, float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_backward_input_tf32(const float* dy, const float* W, float* dx, int B, int n_in, int n_out, int splits,
+                           float* scratch, unsigned int* counters) {
     linear_backward_input_body<4, PrecTf32>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
 }
 
-extern "C" __global__ void linear_backward_input_gelu_tf32(const float* dy, const float* W, const float* u, float* du,
-                                                           int B, int n_in, int n_out, int splits, float* scratch,
-                                                           unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_backward_input_gelu_tf32(const float* dy, const float* W, const float* u, float* du, int B, int n_in, int n_out,
+                                int splits, float* scratch, unsigned int* counters) {
     linear_backward_input_body<4, PrecTf32>(dy, W, du, B, n_in, n_out, splits, scratch, counters, u);
 }
 
-extern "C" __global__ void linear_backward_weight_tf32(const float* x, const float* dy, float* dW, float* db, int B,
-                                                       int n_in, int n_out, int splits, float* scratch,
-                                                       unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_backward_weight_tf32(const float* x, const float* dy, float* dW, float* db, int B, int n_in, int n_out,
+                            int splits, float* scratch, unsigned int* counters) {
     linear_backward_weight_body<4, PrecTf32>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
 }
 
-extern "C" __global__ void linear_forward_bf16(const float* x, const float* W, const float* bias, float* y, int B,
-                                               int n_in, int n_out, int splits, float* scratch,
-                                               unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_forward_bf16(const float* x, const float* W, const float* bias, float* y, int B, int n_in, int n_out, int splits,
+                    float* scratch, unsigned int* counters) {
     linear_forward_body<4, false, PrecBf16>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
 }
 
-extern "C" __global__ void linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u,
-                                                    float* a, int B, int n_in, int n_out, int splits, float* scratch,
-                                                    unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u, float* a, int B, int n_in,
+                         int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_forward_body<4, true, PrecBf16>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
 }
 
-extern "C" __global__ void linear_residual_forward_bf16(const float* x, const float* W, const float* bias,
-                                                        const float* r, float* y, int B, int n_in, int n_out,
-                                                        int splits, float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_residual_forward_bf16(const float* x, const float* W, const float* bias, const float* r, float* y, int B,
+                             int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_forward_body<4, false, PrecBf16>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters, r);
 }
 
-extern "C" __global__ void linear_backward_input_bf16(const float* dy, const float* W, float* dx, int B, int n_in,
-                                                      int n_out, int splits, float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_backward_input_bf16(const float* dy, const float* W, float* dx, int B, int n_in, int n_out, int splits,
+                           float* scratch, unsigned int* counters) {
     linear_backward_input_body<4, PrecBf16>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
 }
 
-extern "C" __global__ void linear_backward_input_gelu_bf16(const float* dy, const float* W, const float* u, float* du,
-                                                           int B, int n_in, int n_out, int splits, float* scratch,
-                                                           unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_backward_input_gelu_bf16(const float* dy, const float* W, const float* u, float* du, int B, int n_in, int n_out,
+                                int splits, float* scratch, unsigned int* counters) {
     linear_backward_input_body<4, PrecBf16>(dy, W, du, B, n_in, n_out, splits, scratch, counters, u);
 }
 
-extern "C" __global__ void linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db, int B,
-                                                       int n_in, int n_out, int splits, float* scratch,
-                                                       unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db, int B, int n_in, int n_out,
+                            int splits, float* scratch, unsigned int* counters) {
     linear_backward_weight_body<4, PrecBf16>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
 }

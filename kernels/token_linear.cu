@@ -109,62 +109,62 @@ extern "C" __global__ void token_linear_backward_weight(const float* x, const fl
     token_backward_weight_body<PrecFp32>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_gelu_forward_tf32(const float* x, const float* W, const float* bias, float* u,
-                                                          float* a, int T, int T_out, int N, int splits,
-                                                          float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_gelu_forward_tf32(const float* x, const float* W, const float* bias, float* u, float* a, int T, int T_out,
+                               int N, int splits, float* scratch, unsigned int* counters) {
     token_forward_body<true, PrecTf32>(x, W, bias, nullptr, u, a, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_residual_forward_tf32(const float* x, const float* W, const float* bias,
-                                                              const float* r, float* y, int T, int T_out, int N,
-                                                              int splits, float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_residual_forward_tf32(const float* x, const float* W, const float* bias, const float* r, float* y, int T,
+                                   int T_out, int N, int splits, float* scratch, unsigned int* counters) {
     token_forward_body<false, PrecTf32>(x, W, bias, r, y, nullptr, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_input_tf32(const float* dy, const float* W, float* dx, int T,
-                                                            int T_out, int N, int splits, float* scratch,
-                                                            unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_input_tf32(const float* dy, const float* W, float* dx, int T, int T_out, int N, int splits,
+                                 float* scratch, unsigned int* counters) {
     token_backward_input_body<PrecTf32>(dy, W, nullptr, dx, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_input_gelu_tf32(const float* dy, const float* W, const float* u,
-                                                                 float* du, int T, int T_out, int N, int splits,
-                                                                 float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_input_gelu_tf32(const float* dy, const float* W, const float* u, float* du, int T, int T_out,
+                                      int N, int splits, float* scratch, unsigned int* counters) {
     token_backward_input_body<PrecTf32>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_weight_tf32(const float* x, const float* dy, float* dW, float* db,
-                                                             int T, int T_out, int N, int splits, float* scratch,
-                                                             unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_weight_tf32(const float* x, const float* dy, float* dW, float* db, int T, int T_out, int N,
+                                  int splits, float* scratch, unsigned int* counters) {
     token_backward_weight_body<PrecTf32>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u,
-                                                          float* a, int T, int T_out, int N, int splits,
-                                                          float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u, float* a, int T, int T_out,
+                               int N, int splits, float* scratch, unsigned int* counters) {
     token_forward_body<true, PrecBf16>(x, W, bias, nullptr, u, a, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_residual_forward_bf16(const float* x, const float* W, const float* bias,
-                                                              const float* r, float* y, int T, int T_out, int N,
-                                                              int splits, float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_residual_forward_bf16(const float* x, const float* W, const float* bias, const float* r, float* y, int T,
+                                   int T_out, int N, int splits, float* scratch, unsigned int* counters) {
     token_forward_body<false, PrecBf16>(x, W, bias, r, y, nullptr, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_input_bf16(const float* dy, const float* W, float* dx, int T,
-                                                            int T_out, int N, int splits, float* scratch,
-                                                            unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_input_bf16(const float* dy, const float* W, float* dx, int T, int T_out, int N, int splits,
+                                 float* scratch, unsigned int* counters) {
     token_backward_input_body<PrecBf16>(dy, W, nullptr, dx, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_input_gelu_bf16(const float* dy, const float* W, const float* u,
-                                                                 float* du, int T, int T_out, int N, int splits,
-                                                                 float* scratch, unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_input_gelu_bf16(const float* dy, const float* W, const float* u, float* du, int T, int T_out,
+                                      int N, int splits, float* scratch, unsigned int* counters) {
     token_backward_input_body<PrecBf16>(dy, W, u, du, T, T_out, N, splits, scratch, counters);
 }
 
-extern "C" __global__ void token_linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db,
-                                                             int T, int T_out, int N, int splits, float* scratch,
-                                                             unsigned int* counters) {
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db, int T, int T_out, int N,
+                                  int splits, float* scratch, unsigned int* counters) {
     token_backward_weight_body<PrecBf16>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
 }
