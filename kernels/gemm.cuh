@@ -192,7 +192,7 @@ __device__ __forceinline__ void gemm_step(const A& a, const B& b, int M, int N, 
 // The column sums' last step: thread t holds cs, the B values it staged summed over its k steps —
 // B contiguous along n (ALONG_N): k row kk, columns n0 + x … x+3; along k: k rows kk … kk+3 (kk a
 // multiple of 4) of column n0 + x. They are folded through `red` (≥ 16·64 floats of shared memory
-// no thread still reads) into colsum of thread t < 64 (column n0 + t), in k-row order.
+// no thread still reads) into colsum of thread t < 64 (column n0 + t), in a fixed order.
 template <bool ALONG_N>
 __device__ __forceinline__ void fold_colsums(float4 cs, int kk, int x, float* red, float& colsum) {
     if (ALONG_N) st4(red + kk * LN_TILE + x, cs);

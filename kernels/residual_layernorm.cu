@@ -17,7 +17,7 @@
 // layernorm_backward_join: the same with any number of row blocks (grid-stride over the rows, 8 at a
 // time: fewer blocks, fewer of the statistics' atomicAdds). residual_join: any grid (grid-stride;
 // 16-byte accesses where n is a multiple of 4 and the bases aligned). Limits: none beyond int
-// indexing; y may alias x, dx skip.
+// indexing; y may alias x, and dx skip.
 #include "common.cuh"
 #include "splitk.cuh"
 #include "rowops.cuh"
