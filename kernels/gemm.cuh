@@ -223,12 +223,11 @@ __device__ void gemm_tile_registers(const A& a, const B& b, int M, int N, int k_
     const FetchSlots<16 * TM, !A::second_contiguous> fa;
     const FetchSlots<LN_TILE, B::second_contiguous> fb;
     float4 ra[TM / 4], rb[1], qa[TM / 4], qb[1], cs = make_float4(0.f, 0.f, 0.f, 0.f);
-    const bool sums = colsums;
     if (k_begin < k_end) {
         gemm_fetch<TM>(a, b, M, N, k_begin, k_end, m0, n0, fa, fb, ra, rb);
         stage(s.a[0], fa, ra);
         stage(s.b[0], fb, rb);
-        if (sums) add4(cs, rb[0]);
+        if (colsums) add4(cs, rb[0]);
         if (DEPTH == 2 && k_begin + LN_TK < k_end)
             gemm_fetch<TM>(a, b, M, N, k_begin + LN_TK, k_end, m0, n0, fa, fb, qa, qb);
     }
@@ -236,15 +235,15 @@ __device__ void gemm_tile_registers(const A& a, const B& b, int M, int N, int k_
     if (DEPTH == 1) {
         int buf = 0;
         for (int k0 = k_begin; k0 < k_end; k0 += LN_TK, buf ^= 1)
-            gemm_step<TM, P>(a, b, M, N, k0, k_end, m0, n0, 1, fa, fb, ra, rb, ra, rb, buf, acc, sums, cs, s);
+            gemm_step<TM, P>(a, b, M, N, k0, k_end, m0, n0, 1, fa, fb, ra, rb, ra, rb, buf, acc, colsums, cs, s);
     } else {  // two register sets take turns (unrolled by two so neither is indexed at run time)
         for (int k0 = k_begin; k0 < k_end; k0 += 2 * LN_TK) {
-            gemm_step<TM, P>(a, b, M, N, k0, k_end, m0, n0, 2, fa, fb, ra, rb, qa, qb, 0, acc, sums, cs, s);
+            gemm_step<TM, P>(a, b, M, N, k0, k_end, m0, n0, 2, fa, fb, ra, rb, qa, qb, 0, acc, colsums, cs, s);
             if (k0 + LN_TK >= k_end) break;
-            gemm_step<TM, P>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, 2, fa, fb, qa, qb, ra, rb, 1, acc, sums, cs, s);
+            gemm_step<TM, P>(a, b, M, N, k0 + LN_TK, k_end, m0, n0, 2, fa, fb, qa, qb, ra, rb, 1, acc, colsums, cs, s);
         }
     }
-    if (sums) fold_colsums<B::second_contiguous>(cs, fb.kk[0], fb.x[0], &s.a[0][0][0], colsum);
+    if (colsums) fold_colsums<B::second_contiguous>(cs, fb.kk[0], fb.x[0], &s.a[0][0][0], colsum);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,14 +285,23 @@ __device__ __forceinline__ void async_wait() {
 #endif
 }
 
+// The 16-byte chunk of a staged k step thread t copies (stage_async) and, for the column sums, reads
+// back: X(k … k+3, i) when K_CONTIGUOUS, else X(k, i … i+3); one chunk per thread (256 = 64 · 16 / 4),
+// consecutive threads along the contiguous index.
+template <bool K_CONTIGUOUS>
+__device__ __forceinline__ void staged_chunk(int& k, int& i) {
+    const int e = threadIdx.x;
+    i = K_CONTIGUOUS ? e >> 2 : 4 * (e & 15);
+    k = K_CONTIGUOUS ? 4 * (e & 3) : e >> 4;
+}
+
 // One operand's k step at k0 into a stage: X(k, i) for k0 ≤ k < k0 + 16, i0 ≤ i < i0 + 64 (zeros
-// past k_end and I). Memory: X(k, i) = p[i·ld + k] (K_CONTIGUOUS) or p[k·ld + i]; one 16-byte
-// chunk per thread (256 = 64 · 16 / 4), consecutive threads along the contiguous index.
+// past k_end and I). Memory: X(k, i) = p[i·ld + k] (K_CONTIGUOUS) or p[k·ld + i].
 template <bool K_CONTIGUOUS>
 __device__ __forceinline__ void stage_async(const float* p, int ld, int I, int i0, int k0, int k_end, float* dst,
                                             bool async) {
-    const int e = threadIdx.x;
-    const int i = K_CONTIGUOUS ? e >> 2 : 4 * (e & 15), k = K_CONTIGUOUS ? 4 * (e & 3) : e >> 4;
+    int k, i;
+    staged_chunk<K_CONTIGUOUS>(k, i);
     const int bytes = K_CONTIGUOUS ? (i0 + i < I ? 4 * max(0, min(4, k_end - (k0 + k))) : 0)
                                    : (k0 + k < k_end ? 4 * max(0, min(4, I - (i0 + i))) : 0);
     const float* src = K_CONTIGUOUS ? p + (size_t)(i0 + i) * ld + (k0 + k) : p + (size_t)(k0 + k) * ld + (i0 + i);
@@ -318,10 +326,10 @@ __device__ void gemm_tile_pipelined(const Mat<SA>& a, const Mat<SB>& b, int M, i
     for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
     colsum = 0.f;
-    // Column sums of B: thread t adds the 16 bytes it staged (stage_async's chunk: 4 columns of k row
+    // Column sums of B: thread t adds the 16 bytes it staged (its staged_chunk: 4 columns of k row
     // kk, or 4 k rows from kk of column x), read back from where its copy landed.
-    const bool sums = colsums;
-    const int kk = SB ? threadIdx.x >> 4 : 4 * (threadIdx.x & 3), x = SB ? 4 * (threadIdx.x & 15) : threadIdx.x >> 2;
+    int kk, x;
+    staged_chunk<!SB>(kk, x);
     float4 cs = make_float4(0.f, 0.f, 0.f, 0.f);
     const int steps = k_begin < k_end ? (k_end - k_begin + LN_TK - 1) / LN_TK : 0;
 #pragma unroll
@@ -337,12 +345,12 @@ __device__ void gemm_tile_pipelined(const Mat<SA>& a, const Mat<SB>& b, int M, i
                              async);
         async_commit();
         const float* stage = s.stages[i % LN_STAGES];
-        if (sums) add4(cs, ld4(stage + LN_STAGED_OPERAND + ViewB::offset(kk, x)));
+        if (colsums) add4(cs, ld4(stage + LN_STAGED_OPERAND + ViewB::offset(kk, x)));
         mma_step(P{}, ViewA{stage}, ViewB{stage + LN_STAGED_OPERAND}, acc);
     }
     async_wait<0>();  // (only empty groups are left)
     mma_to_threads(acc, &s.stages[0][0]);  // its first barrier: every warp is done with the stages
-    if (sums) fold_colsums<SB>(cs, kk, x, &s.stages[0][0], colsum);
+    if (colsums) fold_colsums<SB>(cs, kk, x, &s.stages[0][0], colsum);
 }
 
 // Which path a tile product takes: the pipeline for the tensor-core precisions, the register path
