@@ -141,9 +141,7 @@ class Trainer:
         position = Position(0, 0, 0)
         if self.options.resume and has_checkpoint:
             state, position, saved_config = load_checkpoint(self.out)
-            if not same_settings(saved_config, self._config_json()):
-                raise LiteNetError(f"{self.out}: the checkpoint was trained with other settings; resume "
-                                   "with the same preset and options, or use --force to start over")
+            require_same_settings(self.out, saved_config, self._config_json())
             backend.load_state(state)
             self._resumed_losses = [float(v) for v in state.get(EPOCH_LOSSES, ())]
             if self.writer:
@@ -325,6 +323,13 @@ def same_settings(saved: str, current: str) -> bool:
     return settings(saved) == settings(current)
 
 
+def require_same_settings(out: Path, saved: str, current: str) -> None:
+    """Refuse to resume the run in `out` when its checkpoint's settings are not this run's."""
+    if not same_settings(saved, current):
+        raise LiteNetError(f"{out}: the checkpoint was trained with other settings; resume "
+                           "with the same preset and options, or use --force to start over")
+
+
 def check_run_folder(out: Path, resume: bool, force: bool, config: str | None = None) -> bool:
     """Refuse to overwrite a run, to resume nothing, or (given the `config_json` of this run) to
     resume one trained with other settings. The launcher asks once before any rank starts.
@@ -335,9 +340,8 @@ def check_run_folder(out: Path, resume: bool, force: bool, config: str | None = 
                            "or --force to start over (which overwrites it)")
     if resume and not has_checkpoint:
         raise LiteNetError(f"{out}: no checkpoint to resume from; drop --resume to start a new run")
-    if resume and config is not None and not same_settings(load_checkpoint(Path(out))[2], config):
-        raise LiteNetError(f"{out}: the checkpoint was trained with other settings; resume "
-                           "with the same preset and options, or use --force to start over")
+    if resume and config is not None:
+        require_same_settings(out, load_checkpoint(Path(out))[2], config)
     return has_checkpoint
 
 
