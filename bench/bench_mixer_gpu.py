@@ -67,28 +67,29 @@ def contenders(names: list[str], model, train, params, images, labels):
     return out
 
 
-def run_steps(contender, batches, flips, crops, lrs, cutouts=None) -> None:
+def run_steps(contender, batches, flips, crops, lrs, cutouts=None, mixes=None) -> None:
     """Enqueue the steps (LiteNet: its schedule; PyTorch: one step call each)."""
     if hasattr(contender, "train_steps"):
-        contender.train_steps(batches, lrs, flips, crops, cutouts)
+        contender.train_steps(batches, lrs, flips, crops, cutouts, mixes)
         contender.fetch_stats()
         return
     import torch
     dev = contender.images.device
     cutouts = [None] * len(batches) if cutouts is None else torch.as_tensor(cutouts, device=dev)
-    for b, f, c, lr, cut in zip(batches, flips, crops, lrs, cutouts):
+    mixes = [None] * len(batches) if mixes is None else torch.as_tensor(mixes.astype(np.int64), device=dev)
+    for b, f, c, lr, cut, mix in zip(batches, flips, crops, lrs, cutouts, mixes):
         contender.step(torch.as_tensor(b, device=dev), torch.as_tensor(f, device=dev),
-                       torch.as_tensor(c.astype(np.int64), device=dev), float(lr), cut)
+                       torch.as_tensor(c.astype(np.int64), device=dev), float(lr), cut, mix)
 
 
-def timed(contender, batches, flips, crops, lrs, cutouts=None) -> float:
+def timed(contender, batches, flips, crops, lrs, cutouts=None, mixes=None) -> float:
     """Seconds for the steps, the GPU drained before and after (CUDA events would not see CuPy's stream)."""
     import torch
     import cupy
     torch.cuda.synchronize()
     cupy.cuda.Device().synchronize()
     t = time.perf_counter()
-    run_steps(contender, batches, flips, crops, lrs, cutouts)
+    run_steps(contender, batches, flips, crops, lrs, cutouts, mixes)
     torch.cuda.synchronize()
     cupy.cuda.Device().synchronize()
     return time.perf_counter() - t
@@ -154,8 +155,9 @@ def train_mode(args) -> dict:
             flips = np.zeros(batches.shape, bool) if flips is None else flips
             crops = np.zeros((*batches.shape, 2), np.int8) if crops is None else crops
             cutouts = schedule.epoch_cutouts(batches, train, epoch)
+            mixes = schedule.epoch_mixes(batches, train, epoch)
             lrs = schedule.learning_rates(epoch * spe, spe, total, train)
-            train_s += timed(c, batches, flips, crops, lrs, cutouts)
+            train_s += timed(c, batches, flips, crops, lrs, cutouts, mixes)
             accuracy = float(np.mean(c.logits(test_x).argmax(1) == test_y))
             history.append({"epoch": epoch + 1, "train_seconds": round(train_s, 3), "test_accuracy": accuracy})
             for target in args.targets:

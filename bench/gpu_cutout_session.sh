@@ -14,6 +14,8 @@
 #            and the infer job;
 #   seeds    seeds SEEDS (default 0 2) of litenet-mixer-cutout-b128's recipe, at the same time as
 #            each other and the GPU tests;
+#   cutmix   seeds CUTMIX_SEEDS (default 0 1 2 3) of litenet-mixer-cutout-b128's recipe with CutMix in
+#            place of cutout (augment=crop+flip+cutmix), at the same time as each other and the GPU tests;
 #   infer    every way to run the trained model (DIR/litenet-mixer-cutout, from the train job)
 #            timed and scored on the test set (bench_infer_mixer_gpu.py --test-data), or without
 #            one litenet-mixer with seeded weights timed; alone;
@@ -41,7 +43,9 @@ wait_for_data() {
     [ -f "$ready" ] || note "no $ready after 15 minutes"
 }
 CUTOUT=augment=crop+flip+cutout,cutout_size=16
+B128=batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1  # litenet-mixer-cutout-b128's changes
 SEEDS=${SEEDS:-0 2}
+CUTMIX_SEEDS=${CUTMIX_SEEDS:-0 1 2 3}
 
 tests() {
     note "GPU tests"
@@ -91,11 +95,23 @@ seeds() {
     note "seeds $SEEDS of the b128 recipe beside the GPU tests"
     for seed in $SEEDS; do
         DATA=$DATA DIR=$DIR/b128-wd-seed$seed bash bench/gpu_mixer_recipes.sh \
-            "b128-wd0.1-seed$seed:100:$CUTOUT,batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1,seed=$seed" &
+            "b128-wd0.1-seed$seed:100:$CUTOUT,$B128,seed=$seed" &
     done
     tests &
     wait
     note "seeds done"
+}
+
+cutmix() {
+    wait_for_data
+    note "seeds $CUTMIX_SEEDS of the b128 recipe with CutMix for cutout, beside the GPU tests"
+    for seed in $CUTMIX_SEEDS; do
+        DATA=$DATA DIR=$DIR/b128-cutmix-seed$seed bash bench/gpu_mixer_recipes.sh \
+            "b128-cutmix-seed$seed:100:augment=crop+flip+cutmix,$B128,seed=$seed" &
+    done
+    tests &
+    wait
+    note "cutmix seeds done"
 }
 
 infer() {

@@ -6,8 +6,8 @@ across the patches (a Linear on the transposed tensor)] and [LayerNorm → MLP a
 each residual → LayerNorm → mean over the patches → head), the same initial weights (copied from
 litenet.model.init_params), AdamW with no decay on biases and LayerNorm's γ and β (fused), label
 smoothing, warm-up then cosine per step. The training set lives on the GPU as uint8 and the
-augmentation (random crop of the reflect-padded image, flip, cutout) runs there, from the same
-per-epoch offsets, flips and cutout centres LiteNet's schedule draws.
+augmentation (random crop of the reflect-padded image, flip, cutout, CutMix) runs there, from the same
+per-epoch offsets, flips, cutout centres and CutMix boxes LiteNet's schedule draws.
 """
 
 from __future__ import annotations
@@ -64,10 +64,23 @@ class TorchMixer(nn.Module):
 
 
 def augment(images_u8: torch.Tensor, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, pad: int,
-            cutouts: torch.Tensor | None = None, cut: int = 0):
+            cutouts: torch.Tensor | None = None, cut: int = 0, mixes: torch.Tensor | None = None):
     """The batch's images as floats in [0, 1], cropped from the reflect-padded image, flipped, then with
     the cut × cut square at cutouts[b] filled with CUTOUT_FILL / 255 (litenet.train.augment.cutout_square's
-    rule: rows and columns from centre − ⌊cut/2⌋, clipped to the image), on the GPU."""
+    rule: rows and columns from centre − ⌊cut/2⌋, clipped to the image), then with CutMix's box of
+    mixes[b] = (partner, top, left, bottom, right) from image `partner` (litenet.train.augment.mix_boxes),
+    on the GPU."""
+    x = _crop_flip_cutout(images_u8, index, flips, crops, pad, cutouts, cut)
+    if mixes is None:
+        return x
+    steps = torch.arange(32, device=x.device)
+    rows = (steps >= mixes[:, 1, None]) & (steps < mixes[:, 3, None])
+    cols = (steps >= mixes[:, 2, None]) & (steps < mixes[:, 4, None])
+    box = (mixes[:, 0, None, None] >= 0) & rows[:, :, None] & cols[:, None, :]
+    return torch.where(box[:, :, :, None], x[mixes[:, 0].clamp(min=0)], x)
+
+
+def _crop_flip_cutout(images_u8, index, flips, crops, pad, cutouts, cut):
     x = images_u8.index_select(0, index).permute(0, 3, 1, 2).float() / 255.0  # (B, 3, 32, 32)
     if pad:
         x = F.pad(x, (pad, pad, pad, pad), mode="reflect")
@@ -106,15 +119,24 @@ class TorchTrainer:
         self.labels = torch.tensor(labels.astype(np.int64), device=device)
         self.pad = t.crop_padding if "crop" in t.augmentations else 0
         self.cut = t.cutout_size if "cutout" in t.augmentations else 0
+        self.mix = "cutmix" in t.augmentations
         self.forward = torch.compile(self.net) if compile else self.net
 
     def step(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, lr: float,
-             cutouts: torch.Tensor | None = None) -> torch.Tensor:
+             cutouts: torch.Tensor | None = None, mixes: torch.Tensor | None = None) -> torch.Tensor:
         for group in self.opt.param_groups:
             group["lr"] = lr
-        x = augment(self.images, index, flips, crops, self.pad, cutouts, self.cut)
-        loss = F.cross_entropy(self.forward(x), self.labels.index_select(0, index),
-                               label_smoothing=self.t.label_smoothing)
+        mixes = mixes if self.mix else None
+        x = augment(self.images, index, flips, crops, self.pad, cutouts, self.cut, mixes)
+        z, labels = self.forward(x), self.labels.index_select(0, index)
+        if mixes is None:
+            loss = F.cross_entropy(z, labels, label_smoothing=self.t.label_smoothing)
+        else:  # CutMix: each image's loss against its own label and its partner's, weighed by the box's area
+            partner, eps = mixes[:, 0], self.t.label_smoothing
+            share = torch.where(partner >= 0, (mixes[:, 3] - mixes[:, 1]) * (mixes[:, 4] - mixes[:, 2]) / 1024.0, 0.0)
+            own = F.cross_entropy(z, labels, label_smoothing=eps, reduction="none")
+            theirs = F.cross_entropy(z, labels[partner.clamp(min=0)], label_smoothing=eps, reduction="none")
+            loss = ((1.0 - share) * own + share * theirs).mean()
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()

@@ -7,7 +7,10 @@
 //   cross_entropy_backward: ∂z = (softmax(z) − onehot(y)) / B
 //   cross_entropy_smoothed: the forward and backward in one launch, against the smoothed target
 //                           q = (1 − ε) onehot(y) + ε/C (twins: ops.cross_entropy_forward/_backward
-//                           with smoothing ε; the Mixer's loss). dz may alias z.
+//                           with smoothing ε; the Mixer's loss). dz may alias z. With `mix`, image b's
+//                           one-hot target is shared with its CutMix partner's label by the box's area
+//                           (mixes[(ctr[0]·B + b)·5 + …] = partner, top, left, bottom, right; partner −1:
+//                           none; twin: augment.mixed_targets).
 //
 // The labels are those of the batch: labels[batches[ctr[0]·B + b]] (uint8 per image). The
 // forwards write ℓ (B,) and add mean(ℓ) to the step's statistics row (stats + ctr[0]·stat_width,
@@ -64,12 +67,22 @@ extern "C" __global__ void cross_entropy_backward(const float* z, const unsigned
 }
 
 extern "C" __global__ void cross_entropy_smoothed(const float* z, const unsigned char* labels, const int* batches,
-                                                  const int* ctr, float* dz, float* stats, int stat_width, int B,
-                                                  int C, float eps) {
+                                                  const int* mixes, const int* ctr, float* dz, float* stats,
+                                                  int stat_width, int B, int C, float eps, int mix) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     float loss = 0.f;
-    if (b < B)
-        loss = cross_entropy_smoothed_row(z + (size_t)b * C, C, batch_label(labels, batches, ctr, B, b), eps, B,
-                                          dz + (size_t)b * C);
+    if (b < B) {
+        const int y = batch_label(labels, batches, ctr, B, b);
+        int y2 = y;
+        float share = 0.f;
+        if (mix) {  // CutMix: the partner's label weighs the box's share of the image (exact in fp32)
+            const int* m = mixes + ((size_t)step_pos(ctr) * B + b) * 5;
+            if (m[0] >= 0) {
+                y2 = batch_label(labels, batches, ctr, B, m[0]);
+                share = (float)((m[3] - m[1]) * (m[4] - m[2])) / 1024.f;
+            }
+        }
+        loss = cross_entropy_smoothed_row(z + (size_t)b * C, C, y, y2, share, eps, B, dz + (size_t)b * C);
+    }
     add_mean_loss(loss, B, ctr, stats, stat_width);
 }

@@ -150,10 +150,12 @@ __device__ float cross_entropy_row(const float* z, int C, int y, int batch, floa
     return loss;
 }
 
-// One thread, one row: cross-entropy against the smoothed target q = (1 − ε) onehot(y) + ε / C,
-// ℓ = (1 − ε)(logsumexp(z) − z_y) + ε (logsumexp(z) − mean(z)); ∂z = (softmax(z) − q) / B
-// (ops.cross_entropy_forward / _backward with smoothing ε).
-__device__ float cross_entropy_smoothed_row(const float* z, int C, int y, float eps, int batch, float* dz) {
+// One thread, one row: cross-entropy against the smoothed target q = (1 − ε) t + ε / C with
+// t = (1 − s) onehot(y) + s onehot(y2) (CutMix's mixed target; s = 0: onehot(y)),
+// ℓ = (1 − ε)[(1 − s)(logsumexp(z) − z_y) + s (logsumexp(z) − z_y2)] + ε (logsumexp(z) − mean(z));
+// ∂z = (softmax(z) − q) / B (ops.cross_entropy_forward / _backward with smoothing ε and mix (y2, s)).
+__device__ float cross_entropy_smoothed_row(const float* z, int C, int y, int y2, float s, float eps, int batch,
+                                            float* dz) {
     float zmax = z[0], zsum = 0.f;
     for (int j = 1; j < C; ++j) zmax = fmaxf(zmax, z[j]);
     float total = 0.f;
@@ -162,9 +164,12 @@ __device__ float cross_entropy_smoothed_row(const float* z, int C, int y, float 
         zsum += z[j];
     }
     const float lse = logf(total) + zmax;
-    const float loss = (1.f - eps) * (lse - z[y]) + eps * (lse - zsum / (float)C);
+    const float own = (1.f - s) * (lse - z[y]) + s * (lse - z[y2]);
+    const float loss = (1.f - eps) * own + eps * (lse - zsum / (float)C);
     if (dz)
-        for (int j = 0; j < C; ++j)
-            dz[j] = (expf(z[j] - zmax) / total - (eps / (float)C + (j == y ? 1.f - eps : 0.f))) / (float)batch;
+        for (int j = 0; j < C; ++j) {
+            const float target = (j == y ? 1.f - s : 0.f) + (j == y2 ? s : 0.f);
+            dz[j] = (expf(z[j] - zmax) / total - (eps / (float)C + (1.f - eps) * target)) / (float)batch;
+        }
     return loss;
 }

@@ -35,7 +35,7 @@ OPTIMIZERS = ("sgd", "adamw")
 DECAY = ("all", "weights")
 PRECISIONS = ("fp32", "tf32", "bf16")
 ACTIVATION_MODES = ("keep", "recompute")
-AUGMENTS = ("crop", "flip", "cutout")  # combinable: "crop+flip", "crop+flip+cutout"; "none" for none
+AUGMENTS = ("crop", "flip", "cutout", "cutmix")  # combinable: "crop+flip", "crop+flip+cutmix"; "none" for none
 PATCHES = (1, 2, 4, 8, 16, 32)  # the patch sides that tile a 32×32 image
 
 
@@ -141,9 +141,12 @@ class TrainConfig:
     augment: str = "none"  # "flip" (mirror left-right with probability ½), "crop" (a random 32×32
     #                        crop of the image reflect-padded by crop_padding), "cutout" (a cutout_size
     #                        square at a random centre, after crop and flip, filled with the mean grey),
-    #                        any +-joined choice of them ("crop+flip"), or "none"
+    #                        "cutmix" (a box of another image of the batch pasted in, after the others;
+    #                        the target mixed by the box's area: Yun et al. 2019), any +-joined choice of
+    #                        them ("crop+flip"), or "none"
     crop_padding: int = 4
     cutout_size: int = 8   # the side of cutout's square, in pixels (its centre may lie near an edge)
+    cutmix_prob: float = 1.0  # the chance that an image gets a box of another (its area uniform, Beta(1, 1))
 
     def __post_init__(self):
         _check_choice("loss", self.loss, LOSSES)
@@ -167,6 +170,9 @@ class TrainConfig:
         _check_range("seed", self.seed, low=0)
         _check_range("crop_padding", self.crop_padding, low=0, high=16)
         _check_range("cutout_size", self.cutout_size, low=1, high=32)
+        _check_range("cutmix_prob", self.cutmix_prob, low=0.0, high=1.0)
+        if "cutmix" in self.augmentations and self.loss != "cross-entropy":
+            raise UsageError(f"augment cutmix mixes the targets, which the cross-entropy loss takes; loss is {self.loss!r}")
         if self.label_smoothing and self.loss != "cross-entropy":
             raise UsageError(f"label_smoothing applies to the cross-entropy loss; loss is {self.loss!r}")
 

@@ -323,23 +323,35 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def cross_entropy_forward(z: np.ndarray, labels: np.ndarray, smoothing: float = 0.0):
+def cross_entropy_forward(z: np.ndarray, labels: np.ndarray, smoothing: float = 0.0, mix=None):
     """L = mean_i Σ_j −q[i, j] log softmax(z_i)[j], q = (1 − ε) onehot(y_i) + ε / C.
 
-    With ε = 0 (no label smoothing) this is mean_i (logsumexp(z_i) − z[i, y_i]).
+    With ε = 0 (no label smoothing) this is mean_i (logsumexp(z_i) − z[i, y_i]). With mix = (y2, s)
+    (CutMix: sample i's partner label and the share s_i of it, augment.mix_shares) the one-hot part
+    is (1 − s_i) onehot(y_i) + s_i onehot(y2_i).
     """
     zmax = z.max(axis=1, keepdims=True)
     lse = np.log(np.exp(z - zmax).sum(axis=1)) + zmax[:, 0]
-    per_sample = lse - z[np.arange(len(labels)), labels]
+    rows = np.arange(len(labels))
+    per_sample = lse - z[rows, labels]
+    if mix is not None:
+        partner, share = mix
+        per_sample = (1.0 - share) * per_sample + share * (lse - z[rows, partner])
     if smoothing:  # −Σ_j q_j log p_j = (1 − ε)(lse − z_y) + ε (lse − mean_j z_j)
         per_sample = (1.0 - smoothing) * per_sample + smoothing * (lse - z.mean(axis=1))
     return per_sample.mean(), per_sample
 
 
-def cross_entropy_backward(z: np.ndarray, labels: np.ndarray, smoothing: float = 0.0) -> np.ndarray:
-    """∂z = (softmax(z) − q) / B,  q = (1 − ε) onehot(y) + ε / C."""
+def cross_entropy_backward(z: np.ndarray, labels: np.ndarray, smoothing: float = 0.0, mix=None) -> np.ndarray:
+    """∂z = (softmax(z) − q) / B,  q = (1 − ε) onehot(y) + ε / C (onehot(y) mixed as the forward says)."""
     dz = softmax(z)
     if smoothing:
         dz -= z.dtype.type(smoothing / z.shape[1])
-    dz[np.arange(len(labels)), labels] -= 1.0 - smoothing if smoothing else 1.0
+    rows, kept = np.arange(len(labels)), 1.0 - smoothing
+    if mix is None:
+        dz[rows, labels] -= kept
+    else:
+        partner, share = mix
+        np.subtract.at(dz, (rows, labels), kept * (1.0 - share))  # .at: y2 may equal y
+        np.subtract.at(dz, (rows, partner), kept * share)
     return dz / len(labels)

@@ -1,5 +1,6 @@
-"""Training-time augmentation on the CPU: random crops of the reflect-padded image, left-right flips
-and cutout (a square of the augmented image filled with the mean grey).
+"""Training-time augmentation on the CPU: random crops of the reflect-padded image, left-right flips,
+cutout (a square of the augmented image filled with the mean grey) and CutMix (a box of another
+augmented image of the batch pasted in; the loss then mixes the two targets by area: mix_shares).
 
 Both are index maps, so one gather builds the whole augmented batch from the uint8 training set and
 no padded copy is made: a crop at offset (oy, ox) of the image padded by p reads source row
@@ -28,16 +29,46 @@ def reflect(index: np.ndarray) -> np.ndarray:
 
 def apply(images: np.ndarray, indices: np.ndarray, flips: np.ndarray | None = None,
           crops: np.ndarray | None = None, padding: int = 4, cutouts: np.ndarray | None = None,
-          cutout_size: int = 8) -> np.ndarray:
+          cutout_size: int = 8, mixes: np.ndarray | None = None) -> np.ndarray:
     """images[indices] (uint8 NHWC), each cropped at crops[b] = (oy, ox) in 0 … 2p of its copy padded
     by p = `padding`, then mirrored left-right where flips[b], then with the cutout_size square
-    centred at cutouts[b] = (cy, cx) filled (cutout_square); `None` skips any step."""
+    centred at cutouts[b] = (cy, cx) filled (cutout_square), then with the box of mixes[b] =
+    (partner, top, left, bottom, right) taken from image `partner` of the batch as those steps left
+    it (mix_boxes; partner −1: none; schedule.epoch_mixes); `None` skips any step."""
     batch = images[indices]
     if crops is not None or (flips is not None and np.any(flips)):
         batch = _crop_flip(batch, flips, crops, padding)
     if cutouts is not None:
         batch = np.where(cutout_square(cutouts, cutout_size)[:, :, :, None], np.uint8(CUTOUT_FILL), batch)
+    if mixes is not None:
+        partners = np.maximum(np.asarray(mixes)[:, 0], 0)
+        batch = np.where(mix_boxes(mixes)[:, :, :, None], batch[partners], batch)
     return batch
+
+
+def mix_boxes(mixes: np.ndarray) -> np.ndarray:
+    """(n, 32, 32) bool: the pixels of each image that CutMix takes from its partner (none where
+    the partner is −1): rows top … bottom − 1 and columns left … right − 1."""
+    mixes = np.asarray(mixes, np.int64)
+    steps = np.arange(SIDE)
+    rows = (steps >= mixes[:, 1, None]) & (steps < mixes[:, 3, None])
+    cols = (steps >= mixes[:, 2, None]) & (steps < mixes[:, 4, None])
+    return (mixes[:, 0] >= 0)[:, None, None] & rows[:, :, None] & cols[:, None, :]
+
+
+def mix_shares(mixes: np.ndarray) -> np.ndarray:
+    """(n,) the share of each image that its CutMix partner supplies, the box's area / 32² (0 without
+    a partner): the weight of the partner's label in the target (1 − λ in Yun et al.'s terms)."""
+    mixes = np.asarray(mixes, np.int64)
+    area = (mixes[:, 3] - mixes[:, 1]) * (mixes[:, 4] - mixes[:, 2])
+    return np.where(mixes[:, 0] >= 0, area / float(SIDE * SIDE), 0.0)
+
+
+def mixed_targets(labels: np.ndarray, mixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the partner's label, its share) of each image of a batch with CutMix draws `mixes`: what
+    ops.cross_entropy_forward's `mix` takes. An image without a partner keeps its own label, share 0."""
+    partners = np.asarray(mixes)[:, 0]
+    return np.where(partners >= 0, labels[np.maximum(partners, 0)], labels), mix_shares(mixes)
 
 
 def cutout_square(centres: np.ndarray, size: int) -> np.ndarray:

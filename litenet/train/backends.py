@@ -4,7 +4,7 @@ Every backend class has the same small set of methods (see NumpyBackend for the 
   __init__(model, train, params, **options)   params: flat float32 host array (litenet.model layout)
   load_dataset(images, labels)                the training set, uint8 NHWC + uint8 labels
   train_steps(batches, lrs, flips=None, …)    enqueue one step per row of indices (the augmentation draws
-                                              as keywords: flips, and crops, cutouts where supported)
+                                              as keywords: flips, and crops, cutouts, mixes where supported)
   fetch_stats() -> dict of arrays             per-step statistics since the last call (STAT_FIELDS)
   logits(images) -> float32 (N, classes)      forward only, for evaluation
   state() / load_state(state)                 {"params", "velocity"} as host arrays, for checkpoints

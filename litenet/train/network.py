@@ -24,13 +24,15 @@ def forward(params: np.ndarray, images: np.ndarray, model: AnyModel) -> Tape:
     return fwd.run(ops_of(model), param_views(params, model), images, dtype=params.dtype.type, keep=True)
 
 
-def loss_and_dlogits(z: np.ndarray, labels: np.ndarray, loss: str, margin: float, smoothing: float = 0.0):
-    """The batch loss, per-sample losses and ∂L/∂z for the configured loss."""
+def loss_and_dlogits(z: np.ndarray, labels: np.ndarray, loss: str, margin: float, smoothing: float = 0.0,
+                     mix=None):
+    """The batch loss, per-sample losses and ∂L/∂z for the configured loss (mix: CutMix's partner
+    labels and shares, ops.cross_entropy_forward; cross-entropy only)."""
     if loss == "margin":
         value, per_sample = ops.margin_loss_forward(z, labels, margin)
         return value, per_sample, ops.margin_loss_backward(z, labels, margin)
-    value, per_sample = ops.cross_entropy_forward(z, labels, smoothing)
-    return value, per_sample, ops.cross_entropy_backward(z, labels, smoothing)
+    value, per_sample = ops.cross_entropy_forward(z, labels, smoothing, mix)
+    return value, per_sample, ops.cross_entropy_backward(z, labels, smoothing, mix)
 
 
 @dataclass

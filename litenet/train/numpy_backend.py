@@ -55,15 +55,20 @@ class NumpyBackend:
         self._images, self._labels = images, labels
 
     def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None,
-                    crops: np.ndarray | None = None, cutouts: np.ndarray | None = None) -> None:
+                    crops: np.ndarray | None = None, cutouts: np.ndarray | None = None,
+                    mixes: np.ndarray | None = None) -> None:
         """Run one step per row of `batches` (indices into the training set) at the given lrs.
 
         `flips` (same shape as `batches`) mirrors those images left-right, `crops` ((steps, batch, 2)
         offsets) cuts each from its reflect-padded copy, `cutouts` ((steps, batch, 2) centres) fills a
-        square of it (litenet.train.augment); all optional.
+        square of it, `mixes` ((steps, batch, 5) CutMix draws, schedule.epoch_mixes) pastes a box of
+        another image in and mixes the targets (litenet.train.augment); all optional.
         With a communicator, `batches` holds the global batch and this rank takes its columns.
         """
-        draws = {"flips": flips, "crops": crops, "cutouts": cutouts}
+        draws = {"flips": flips, "crops": crops, "cutouts": cutouts, "mixes": mixes}
+        if self.comm is not None and mixes is not None:
+            raise LiteNetError("CutMix pairs images across the whole batch; data-parallel training does not "
+                               "support it yet (train on one process, or drop cutmix from --augment)")
         if self.comm is not None:
             batches = np.asarray(batches)
             if batches.ndim != 2 or batches.shape[1] != self.train.batch_size:
@@ -74,13 +79,16 @@ class NumpyBackend:
             step_draws = {k: None if v is None else v[row] for k, v in draws.items()}
             images = augment.apply(self._images, indices, padding=self.train.crop_padding,
                                    cutout_size=self.train.cutout_size, **step_draws)
-            self.step(images, self._labels[indices].astype(np.int64), float(lr))
+            labels = self._labels[indices].astype(np.int64)
+            mix = None if mixes is None else augment.mixed_targets(labels, step_draws["mixes"])
+            self.step(images, labels, float(lr), mix)
 
-    def step(self, images: np.ndarray, labels: np.ndarray, lr: float) -> dict:
-        """One step on an explicit batch: forward, backward, clip rule, optimiser update."""
+    def step(self, images: np.ndarray, labels: np.ndarray, lr: float, mix=None) -> dict:
+        """One step on an explicit batch: forward, backward, clip rule, optimiser update (mix: CutMix's
+        partner labels and shares, augment.mixed_targets)."""
         t = self.train
         tape = network.forward(self.params, images, self.model)
-        loss, _, dz = network.loss_and_dlogits(tape.z, labels, t.loss, t.margin, t.label_smoothing)
+        loss, _, dz = network.loss_and_dlogits(tape.z, labels, t.loss, t.margin, t.label_smoothing, mix)
         _, _, joins = network.backward(self.params, tape, dz, self.model, grads=self.grads)
         if self.comm is not None:  # the mean over the global batch, the same on every rank
             self.comm.allreduce_sum_(self.grads)

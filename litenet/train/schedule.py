@@ -69,11 +69,33 @@ def epoch_cutouts(batches: np.ndarray, train: TrainConfig, epoch: int) -> np.nda
     return rng.integers(0, 32, size=(*batches.shape, 2), dtype=np.int8)
 
 
+def epoch_mixes(batches: np.ndarray, train: TrainConfig, epoch: int) -> np.ndarray | None:
+    """(steps, batch, 5) int32 CutMix draws when "cutmix" augmentation is on, None otherwise: for image
+    b of a step, [partner, top, left, bottom, right] — the box rows top … bottom − 1, columns left …
+    right − 1 of it come from the image at position `partner` of the same step (both augmented), or
+    partner = −1: no box. As Yun et al.'s reference code: the partners are a permutation of the
+    batch; the box's area share 1 − λ with λ ~ Beta(1, 1) (uniform), its sides ⌊32·√(1 − λ)⌋ halved
+    either side of a uniform centre, then clipped to the image (so the area that counts, the one the
+    targets are mixed by, is the clipped one: augment.mix_shares). A stream of its own."""
+    if "cutmix" not in train.augmentations:
+        return None
+    rng = np.random.default_rng([train.seed, epoch, 4])
+    steps, B = batches.shape
+    partners = np.argsort(rng.random((steps, B)), axis=1)  # a uniform permutation per step
+    chosen = rng.random((steps, B)) < train.cutmix_prob
+    half = (32 * np.sqrt(1.0 - rng.random((steps, B)))).astype(np.int64) // 2
+    centre = rng.integers(0, 32, size=(steps, B, 2))
+    low, high = np.clip(centre - half[..., None], 0, 32), np.clip(centre + half[..., None], 0, 32)
+    mixes = np.stack([partners, low[..., 0], low[..., 1], high[..., 0], high[..., 1]], axis=-1)
+    mixes[~chosen] = (-1, 0, 0, 0, 0)
+    return mixes.astype(np.int32)
+
+
 def epoch_augments(batches: np.ndarray, train: TrainConfig, epoch: int) -> dict[str, np.ndarray]:
     """The epoch's augmentation draws that are switched on, by train_steps' argument name
-    (flips, crops, cutouts); each indexed like `batches` in its first two axes."""
+    (flips, crops, cutouts, mixes); each indexed like `batches` in its first two axes."""
     draws = {"flips": epoch_flips(batches, train, epoch), "crops": epoch_crops(batches, train, epoch),
-             "cutouts": epoch_cutouts(batches, train, epoch)}
+             "cutouts": epoch_cutouts(batches, train, epoch), "mixes": epoch_mixes(batches, train, epoch)}
     return {name: value for name, value in draws.items() if value is not None}
 
 

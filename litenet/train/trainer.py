@@ -1,6 +1,6 @@
 """The training loop: epochs of backend steps, evaluation, metrics, checkpoints, resume and Ctrl-C.
 
-The loop hands the backend chunks of steps (indices, lrs, and the augmentation draws: flips, crops, cutouts) and reads the statistics back
+The loop hands the backend chunks of steps (indices, lrs, and the augmentation draws: flips, crops, cutouts, mixes) and reads the statistics back
 once per chunk, so a GPU backend is never synchronised inside a chunk.
 
 Data-parallel (docs/parallel.md): every rank runs this loop with the same schedule and a
@@ -188,7 +188,7 @@ class Trainer:
 
     def _run_epoch(self, backend, epoch: int, first_step: int, interrupt: Interrupt, bar):
         batches = schedule.epoch_batches(len(self.data.train_split.images), self.train, epoch)
-        draws = schedule.epoch_augments(batches, self.train, epoch)  # flips, crops, cutouts: those switched on
+        draws = schedule.epoch_augments(batches, self.train, epoch)  # flips, crops, cutouts, mixes: those on
         # the epoch's losses so far: a run resumed inside an epoch reports the whole epoch's mean
         started, losses = time.perf_counter(), list(self._resumed_losses) if first_step else []
         step, stop_at = first_step, self.options.stop_after_steps

@@ -13,7 +13,7 @@ from harness import _nan, _schedule, _splitk, _tiles, case, precision
 from litenet import ops
 from litenet.gpu import sources
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout
-from litenet.train import augment
+from litenet.train import augment, schedule
 from litenet.train.cuda.kernel_args import kernel_args
 from litenet.train.cuda.mixer_twins import MIXER_TWINS
 from litenet.train.numpy_backend import decay_mask
@@ -114,9 +114,21 @@ def _layernorm_join(r, rng, name, B, d, splits=1, row_blocks=None):
                     stats=r.put(stats), stat_width=i32(9), slot=i32(5))
 
 
+def _mixes(rng, B, seed):
+    """A 3-step schedule's CutMix draws (schedule.epoch_mixes; about a third of the images without a
+    partner), step 1's first image given a box over two edges and its second the whole image."""
+    train = TrainConfig(batch_size=B, augment="cutmix", cutmix_prob=0.7, loss="cross-entropy", seed=seed)
+    mixes = schedule.epoch_mixes(np.zeros((3, B), np.int64), train, epoch=int(rng.integers(100)))
+    mixes[1, 0] = (B - 1, 20, 0, 32, 9)
+    if B > 1:
+        mixes[1, 1] = (0, 0, 0, 32, 32)
+    return mixes
+
+
 @case("patches_gather")
-def _patches(r, rng, name, B, patch, pad=4, cut=0, shift=0.5, scale=1.0, grid=5):
-    """The step's images from the uint8 set, cropped, flipped and cut out: exactly augment.apply then ops.patchify."""
+def _patches(r, rng, name, B, patch, pad=4, cut=0, mix=0, shift=0.5, scale=1.0, grid=5):
+    """The step's images from the uint8 set, cropped, flipped, cut out and CutMix-ed: exactly augment.apply
+    then ops.patchify."""
     N = B + 3
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
     batches, flips, ctr, _, _ = _schedule(r, rng, N, B)
@@ -125,8 +137,9 @@ def _patches(r, rng, name, B, patch, pad=4, cut=0, shift=0.5, scale=1.0, grid=5)
     cutouts[1, 0] = (0, 31)  # a square over two edges at once
     T, per = (32 // patch) ** 2, patch * patch * 3
     return _by_twin(r, name, grid, images=r.put(images), batches=batches, flips=flips, crops=r.put(crops),
-                    cutouts=r.put(cutouts), ctr=ctr, out=_nan(r, (T, B, per)), B=i32(B), patch=i32(patch),
-                    pad=i32(pad), cut=i32(cut), fill=i32(augment.CUTOUT_FILL), shift=f32(shift), scale=f32(scale))
+                    cutouts=r.put(cutouts), mixes=r.put(_mixes(rng, B, B + patch)), ctr=ctr,
+                    out=_nan(r, (T, B, per)), B=i32(B), patch=i32(patch), pad=i32(pad), cut=i32(cut), mix=i32(mix),
+                    fill=i32(augment.CUTOUT_FILL), shift=f32(shift), scale=f32(scale))
 
 
 @case("mean_tokens_forward", "mean_tokens_backward")
@@ -138,14 +151,15 @@ def _mean_tokens(r, rng, name, T, N, grid=3):
 
 
 @case("cross_entropy_smoothed")
-def _smoothed(r, rng, name, B, C, eps=0.1):
+def _smoothed(r, rng, name, B, C, eps=0.1, mix=0):
+    """The smoothed cross-entropy of a step's images, with CutMix's mixed targets when `mix`."""
     z = rng.standard_normal((B, C)).astype(f32)
     N = B + 3
     labels = rng.integers(0, C, N).astype(np.uint8)
     batches, _, ctr, _, _ = _schedule(r, rng, N, B)
-    return _by_twin(r, name, math.ceil(B / 256), z=r.put(z), labels=r.put(labels), batches=batches, ctr=ctr,
-                    dz=_nan(r, (B, C)), stats=r.put(np.zeros((2, 4), f32)), stat_width=i32(4), B=i32(B), C=i32(C),
-                    eps=f32(eps))
+    return _by_twin(r, name, math.ceil(B / 256), z=r.put(z), labels=r.put(labels), batches=batches,
+                    mixes=r.put(_mixes(rng, B, C)), ctr=ctr, dz=_nan(r, (B, C)), stats=r.put(np.zeros((2, 4), f32)),
+                    stat_width=i32(4), B=i32(B), C=i32(C), eps=f32(eps), mix=i32(mix))
 
 
 @case("adamw_update")
@@ -193,10 +207,14 @@ MIXER_KERNEL_SHAPES = [
     ("patches_gather", dict(B=2, patch=16, pad=2, shift=0.47, scale=4.0)),
     ("patches_gather", dict(B=6, patch=4, cut=8, shift=0.47, scale=4.0)),
     ("patches_gather", dict(B=4, patch=2, pad=0, cut=5)),
+    ("patches_gather", dict(B=7, patch=4, mix=1, shift=0.47, scale=4.0)),
+    ("patches_gather", dict(B=5, patch=8, pad=2, cut=8, mix=1)),
     ("mean_tokens_forward", dict(T=16, N=70)),
     ("mean_tokens_backward", dict(T=9, N=33)),
     ("cross_entropy_smoothed", dict(B=37, C=10)),
     ("cross_entropy_smoothed", dict(B=300, C=3, eps=0.3)),
+    ("cross_entropy_smoothed", dict(B=37, C=10, mix=1)),
+    ("cross_entropy_smoothed", dict(B=300, C=3, eps=0.0, mix=1)),
     ("adamw_update", dict()),
     ("adamw_update", dict(width=12, blocks=2, t=1, threshold=1.0)),
 ]

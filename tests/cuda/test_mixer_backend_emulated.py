@@ -11,6 +11,7 @@ from litenet.errors import LiteNetError
 from litenet.model import MixerConfig, TrainConfig, init_params, param_views
 from litenet.train.cuda.mixer_backend import MixerCudaBackend
 from litenet.train.numpy_backend import NumpyBackend
+from litenet.train.schedule import epoch_mixes
 
 MODEL = MixerConfig(patch=8, width=8, token_hidden=6, channel_hidden=12, blocks=2)
 STEPS, BATCH, IMAGES = 3, 4, 16
@@ -83,6 +84,25 @@ def test_resume_continues_exactly():
     second.load_state(first.state())
     run(second, images, labels, batches[1:], lrs[1:], *(d[1:] for d in draws))
     assert np.array_equal(second.state()["params"], whole.state()["params"])
+
+
+def test_cutmix_steps_match_the_numpy_backend():
+    """CutMix on the device (the box pasted in patches_gather, the mixed target in the loss kernel)
+    against augment.apply and ops' mixed cross-entropy, over whole steps; cutout stays on, so each
+    box brings its partner's own crop, flip and cutout."""
+    train = recipe(augment="crop+flip+cutout+cutmix", cutmix_prob=0.75)
+    images, labels, batches, lrs, flips, crops, cutouts = schedule(3)
+    mixes = epoch_mixes(batches, train, epoch=0)
+    assert (mixes[..., 0] >= 0).any() and (mixes[..., 0] < 0).any()
+    got, want = cuda(train), NumpyBackend(MODEL, train, init_params(MODEL, 0), dtype=np.float64)
+    for backend in (got, want):
+        backend.load_dataset(images, labels)
+        backend.train_steps(batches, lrs, flips=flips, crops=crops, cutouts=cutouts, mixes=mixes)
+    got_stats, want_stats = got.fetch_stats(), want.fetch_stats()
+    np.testing.assert_allclose(got_stats["loss"], want_stats["loss"], rtol=1e-5)
+    np.testing.assert_allclose(got_stats["grad_norm"], want_stats["grad_norm"], rtol=1e-5)
+    without = run(cuda(recipe()), images, labels, batches, lrs, flips, crops, cutouts)
+    assert not np.allclose(without["loss"], got_stats["loss"], rtol=1e-3)  # the mix did change the steps
 
 
 @pytest.mark.parametrize("precision,rtol", [("tf32", 2e-3), ("bf16", 1e-2)])

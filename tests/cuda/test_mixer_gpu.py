@@ -20,8 +20,10 @@ REAL = [(f"{name}{suffix}", shape) for suffix in ("", "_tf32", "_bf16") for name
     ("token_linear_backward_input_gelu", dict(T=64, T_out=64, N=32768)),
     ("token_linear_backward_weight", dict(T=64, T_out=64, N=32768, splits=264)),
 ]] + [("patches_gather", dict(B=256, patch=4, grid=528)), ("patches_gather", dict(B=256, patch=4, cut=8, grid=528)),
+      ("patches_gather", dict(B=256, patch=4, cut=8, mix=1, grid=528)),
       ("layernorm_forward", dict(B=16384, d=128)),
-      ("mean_tokens_forward", dict(T=64, N=32768, grid=128)), ("cross_entropy_smoothed", dict(B=256, C=10))]
+      ("mean_tokens_forward", dict(T=64, N=32768, grid=128)), ("cross_entropy_smoothed", dict(B=256, C=10)),
+      ("cross_entropy_smoothed", dict(B=256, C=10, mix=1))]
 
 
 @pytest.mark.parametrize("name,shape", MIXER_KERNEL_SHAPES + REAL, ids=ids(MIXER_KERNEL_SHAPES + REAL))

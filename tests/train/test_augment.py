@@ -57,6 +57,55 @@ def test_draws_follow_the_augment_setting_and_repeat_per_seed_and_epoch():
     assert schedule.epoch_augments(batches, dataclasses.replace(train, augment="none"), 1) == {}
 
 
+def test_cutmix_pastes_the_box_of_its_partners_augmented_image():
+    index, crops, flips = np.array([2, 4, 1]), np.array([[3, 6], [0, 8], [4, 4]]), np.array([True, False, True])
+    cutouts = np.array([[5, 5], [20, 30], [0, 0]])
+    before = augment.apply(IMAGES, index, flips, crops, 4, cutouts, 6)
+    mixes = np.array([[2, 3, 20, 11, 32],   # rows 3 … 10, columns 20 … 31 of image 2's augmented copy
+                      [-1, 0, 0, 32, 32],   # no partner: the box is ignored
+                      [0, 0, 0, 32, 32]])   # the whole image: its partner's
+    got = augment.apply(IMAGES, index, flips, crops, 4, cutouts, 6, mixes)
+    box = np.zeros((32, 32), bool)
+    box[3:11, 20:32] = True
+    np.testing.assert_array_equal(got[0][box], before[2][box])
+    np.testing.assert_array_equal(got[0][~box], before[0][~box])
+    np.testing.assert_array_equal(got[1], before[1])
+    np.testing.assert_array_equal(got[2], before[0])
+    np.testing.assert_array_equal(augment.mix_shares(mixes), [8 * 12 / 1024, 0.0, 1.0])
+    partner_labels, shares = augment.mixed_targets(np.array([7, 8, 9]), mixes)
+    np.testing.assert_array_equal(partner_labels, [9, 8, 7])
+    np.testing.assert_array_equal(shares, augment.mix_shares(mixes))
+
+
+def test_cutmix_draws_pair_each_step_by_a_permutation_with_boxes_inside_the_image():
+    train = TrainConfig(batch_size=64, augment="crop+flip+cutmix", loss="cross-entropy", cutmix_prob=0.5, seed=1)
+    batches = schedule.epoch_batches(64 * 20, train, 0)
+    draws = schedule.epoch_augments(batches, train, 0)
+    mixes = draws["mixes"]
+    assert mixes.shape == (20, 64, 5) and mixes.dtype == np.int32
+    mixed = mixes[..., 0] >= 0
+    assert 0.4 < mixed.mean() < 0.6  # cutmix_prob
+    assert np.all(mixes[~mixed] == [-1, 0, 0, 0, 0])
+    for step in range(20):  # the partners that are drawn come from one permutation of the batch
+        partners = mixes[step, mixed[step], 0]
+        assert len(set(partners)) == len(partners) and partners.max() < 64
+    top, left, bottom, right = (mixes[mixed][:, i] for i in range(1, 5))
+    assert np.all((0 <= top) & (top <= bottom) & (bottom <= 32) & (0 <= left) & (left <= right) & (right <= 32))
+    shares = augment.mix_shares(mixes.reshape(-1, 5))[mixed.ravel()]
+    assert 0.2 < shares.mean() < 0.45  # λ uniform, then the boxes clipped at the edges: E ≈ 0.3
+    np.testing.assert_array_equal(schedule.epoch_augments(batches, train, 0)["mixes"], mixes)  # a resumed run's
+    assert not np.array_equal(schedule.epoch_augments(batches, train, 1)["mixes"], mixes)
+    without = schedule.epoch_augments(batches, dataclasses.replace(train, augment="crop+flip"), 0)
+    np.testing.assert_array_equal(without["crops"], draws["crops"])  # a stream of its own
+
+
+def test_cutmix_needs_the_cross_entropy_loss():
+    from litenet.errors import UsageError
+
+    with pytest.raises(UsageError, match="cutmix mixes the targets"):
+        TrainConfig(augment="cutmix", loss="margin")
+
+
 @pytest.mark.parametrize("augment_setting", ["crop", "flip+cutout"])
 def test_the_mlps_cuda_backend_refuses_what_it_cannot_augment_in_one_line(augment_setting):
     from litenet.errors import UsageError

@@ -149,6 +149,32 @@ def test_label_smoothing_by_hand():
     np.testing.assert_allclose(ops.cross_entropy_backward(z, y, eps), [p - q])
 
 
+def test_cutmix_target_by_hand_and_its_gradient_by_finite_differences():
+    """CutMix's mixed target: q = (1 − ε)((1 − s) onehot(y) + s onehot(y2)) + ε / C, by hand for one
+    row; then ∂L/∂z of a batch (y2 = y in one row) against central differences in float64."""
+    z, eps = np.array([[0.0, np.log(3.0), 0.5]]), 0.1
+    p = np.exp(z[0]) / np.exp(z[0]).sum()
+    q = (1 - eps) * np.array([0.0, 0.75, 0.25]) + eps / 3
+    mix = (np.array([2]), np.array([0.25]))
+    loss, _ = ops.cross_entropy_forward(z, np.array([1]), eps, mix)
+    assert loss == pytest.approx(-(q * np.log(p)).sum())
+    np.testing.assert_allclose(ops.cross_entropy_backward(z, np.array([1]), eps, mix), [p - q])
+    rng = np.random.default_rng(5)
+    z, y = rng.standard_normal((4, 5)), np.array([0, 3, 4, 2])
+    mix = (np.array([1, 3, 0, 4]), np.array([0.3, 0.6, 0.0, 1.0]))
+    grad, h = ops.cross_entropy_backward(z, y, eps, mix), 1e-6
+    numeric = np.zeros_like(z)
+    for i in np.ndindex(z.shape):
+        up, down = z.copy(), z.copy()
+        up[i] += h
+        down[i] -= h
+        numeric[i] = (ops.cross_entropy_forward(up, y, eps, mix)[0] - ops.cross_entropy_forward(down, y, eps, mix)[0]) / (2 * h)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-10)
+    # a share of 0 is the plain target
+    np.testing.assert_allclose(ops.cross_entropy_forward(z, y, eps, (mix[0], np.zeros(4)))[1],
+                               ops.cross_entropy_forward(z, y, eps)[1], rtol=1e-15)
+
+
 def test_adamw_matches_its_definition_over_steps():
     rng = np.random.default_rng(3)
     w0, grads = rng.normal(size=6), rng.normal(size=(3, 6))

@@ -56,7 +56,7 @@ def test_same_seed_same_losses(tmp_path):
 
 
 @pytest.mark.parametrize("stop_at,augment", [(7, "none"), (10, "none"), (17, "none"),  # mid-epoch, at an epoch's
-                                             (7, "crop+flip+cutout")])                 # end, mid-chunk
+                                             (7, "crop+flip+cutout"), (9, "flip+cutmix")])  # end, mid-chunk
 def test_resume_ends_with_the_same_weights(tmp_path, stop_at, augment):
     train = dataclasses.replace(TINY_TRAIN, augment=augment)
     make(tmp_path / "whole", train).run()

@@ -46,7 +46,7 @@ class MixerCudaBackend(DeviceSchedule):
         self.shapes = MixerShapes(model, train.batch_size, train.activations)
         self.batch, self.comm = train.batch_size, None
         self.capacity = capacity or int(np.clip(2 ** 20 // train.batch_size, 16, 4096))
-        self.arena = arena_plan(model, self.shapes, self.capacity, device.sm_count)
+        self.arena = arena_plan(model, self.shapes, self.capacity, device.sm_count, "cutmix" in train.augmentations)
         self.v = device.allocate(self.arena)
         device.upload(self.v["params"], params.astype(np.float32))
         device.upload(self.v["layout"], param_offsets(model))
@@ -81,8 +81,10 @@ class MixerCudaBackend(DeviceSchedule):
         self._graphs = {}
 
     def train_steps(self, batches: np.ndarray, lrs: np.ndarray, flips: np.ndarray | None = None,
-                    crops: np.ndarray | None = None, cutouts: np.ndarray | None = None) -> None:
-        """Enqueue one step per row of `batches`; returns at once (the GPU runs behind)."""
+                    crops: np.ndarray | None = None, cutouts: np.ndarray | None = None,
+                    mixes: np.ndarray | None = None) -> None:
+        """Enqueue one step per row of `batches`; returns at once (the GPU runs behind). The draws as
+        NumpyBackend.train_steps takes them; a kind left out is off (its buffer zeros)."""
         if self._steps is None:
             raise LiteNetError("call load_dataset before train_steps")
         batches, lrs, B = np.asarray(batches), np.asarray(lrs, np.float32), self.shapes.B
@@ -94,6 +96,9 @@ class MixerCudaBackend(DeviceSchedule):
         flips = np.zeros(batches.shape, np.uint8) if flips is None else np.asarray(flips).astype(np.uint8)
         crops = np.zeros((*batches.shape, 2), np.int8) if crops is None else np.asarray(crops).astype(np.int8)
         cutouts = np.zeros((*batches.shape, 2), np.int8) if cutouts is None else np.asarray(cutouts).astype(np.int8)
+        cutmix = "cutmix" in self.train.augmentations  # else the kernels read no mixes (and the buffer has one row)
+        if cutmix:
+            mixes = np.full((*batches.shape, 5), -1, np.int32) if mixes is None else np.asarray(mixes).astype(np.int32)
         done = 0
         while done < n:
             if self._pos == self.capacity:
@@ -104,6 +109,8 @@ class MixerCudaBackend(DeviceSchedule):
             self.dev.upload(self.v["flips"][rows], flips[part])
             self.dev.upload(self.v["crops"][rows], crops[part])
             self.dev.upload(self.v["cutouts"][rows], cutouts[part])
+            if cutmix:
+                self.dev.upload(self.v["mixes"][rows], mixes[part])
             self.dev.upload(self.v["lrs"][rows], lrs[part])
             self.dev.upload(self.v["steps"][rows], np.arange(self.updates + 1, self.updates + count + 1, dtype=np.int32))
             self._run(count)

@@ -67,12 +67,12 @@ def _zeros_like_rows(rows: int, cols: int) -> np.ndarray:
 
 # -- the step's images ---------------------------------------------------------------------------------
 
-@twin("patches_gather", "images", "batches", "flips", "crops", "cutouts", "ctr")
+@twin("patches_gather", "images", "batches", "flips", "crops", "cutouts", "mixes", "ctr")
 def _patches_gather(a):
-    """augment.apply (crop, flip, cutout) of the step's images, then ops.patchify: (x/255 − shift)·scale."""
+    """augment.apply (crop, flip, cutout, CutMix) of the step's images, then ops.patchify: (x/255 − shift)·scale."""
     pos, pad, cut = int(a["ctr"][0]), a["pad"], a["cut"]
     x = augment.apply(a["images"], a["batches"][pos], a["flips"][pos], a["crops"][pos] if pad else None, pad,
-                      a["cutouts"][pos] if cut else None, cut)
+                      a["cutouts"][pos] if cut else None, cut, a["mixes"][pos] if a["mix"] else None)
     patches = ops.patchify(ops.pixels_to_float(x, np.float64), a["patch"], float(a["shift"]), float(a["scale"]))
     return {"out": Out(patches, 2)}  # a rounded x/255, then a rounded shift and scale
 
@@ -208,13 +208,14 @@ def _residual_join(a):
 
 # -- the loss, the gradient norms, the update -----------------------------------------------------------
 
-@twin("cross_entropy_smoothed", "z", "labels", "batches", "ctr", "stats")
+@twin("cross_entropy_smoothed", "z", "labels", "batches", "mixes", "ctr", "stats")
 def _cross_entropy_smoothed(a):
-    B, C, eps = a["B"], a["C"], float(a["eps"])
-    z, labels = a["z"].reshape(B, C), a["labels"][a["batches"][int(a["ctr"][0])]].astype(np.int64)
-    value, _ = ops.cross_entropy_forward(z, labels, eps)
+    B, C, eps, pos = a["B"], a["C"], float(a["eps"]), int(a["ctr"][0])
+    z, labels = a["z"].reshape(B, C), a["labels"][a["batches"][pos]].astype(np.int64)
+    mix = augment.mixed_targets(labels, a["mixes"][pos]) if a["mix"] else None
+    value, _ = ops.cross_entropy_forward(z, labels, eps, mix)
     at, row = _stats_at(a, ROW.loss, value)
-    return {"dz": Out(ops.cross_entropy_backward(z, labels, eps), C), "stats": Out(row, B * C, at)}
+    return {"dz": Out(ops.cross_entropy_backward(z, labels, eps, mix), C), "stats": Out(row, B * C, at)}
 
 
 def _tensor_grad_sq(a) -> np.ndarray:
