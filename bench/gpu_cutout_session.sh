@@ -90,29 +90,22 @@ train() {
     infer
 }
 
-seeds() {
+# 100-epoch runs NAME-seedS of SETTINGS for each seed S of SEEDS, all at once, beside the GPU tests.
+seed_runs() {
+    local name=$1 settings=$2 seeds=$3 seed
     wait_for_data
-    note "seeds $SEEDS of the b128 recipe beside the GPU tests"
-    for seed in $SEEDS; do
-        DATA=$DATA DIR=$DIR/b128-wd-seed$seed bash bench/gpu_mixer_recipes.sh \
-            "b128-wd0.1-seed$seed:100:$CUTOUT,$B128,seed=$seed" &
+    note "seeds $seeds of $name ($settings) beside the GPU tests"
+    for seed in $seeds; do
+        DATA=$DATA DIR=$DIR/$name-seed$seed bash bench/gpu_mixer_recipes.sh "$name-seed$seed:100:$settings,seed=$seed" &
     done
     tests &
     wait
-    note "seeds done"
+    note "seeds of $name done"
 }
 
-cutmix() {
-    wait_for_data
-    note "seeds $CUTMIX_SEEDS of the b128 recipe with CutMix for cutout, beside the GPU tests"
-    for seed in $CUTMIX_SEEDS; do
-        DATA=$DATA DIR=$DIR/b128-cutmix-seed$seed bash bench/gpu_mixer_recipes.sh \
-            "b128-cutmix-seed$seed:100:augment=crop+flip+cutmix,$B128,seed=$seed" &
-    done
-    tests &
-    wait
-    note "cutmix seeds done"
-}
+seeds() { seed_runs b128-wd0.1 "$CUTOUT,$B128" "$SEEDS"; }
+
+cutmix() { seed_runs b128-cutmix "augment=crop+flip+cutmix,$B128" "$CUTMIX_SEEDS"; }
 
 infer() {
     if [ -d "$DIR/litenet-mixer-cutout" ]; then
