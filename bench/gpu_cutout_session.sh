@@ -4,8 +4,9 @@
 #   tests    the GPU tests (pytest -m gpu: every kernel against its NumPy twin, whole steps, inference);
 #   steps    where a step's time goes (mixer_kernel_times.py) and the step table against PyTorch,
 #            with recompute (memory);
-#   peers    time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches, flips,
-#            crops and cutouts, each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train
+#   peers    time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches and
+#            augmentation draws of PEERS_PRESET (default litenet-mixer-cutout; litenet-mixer-cutmix
+#            works too), each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train
 #            --stop-at), alone on the GPU;
 #   graph    the step table against PyTorch's CUDA-graph replay of the same step (bench_steps_gpu.py:
 #            the Mixer and litenet-base's shape at widths 256, 1024, 2048), alone;
@@ -46,6 +47,7 @@ CUTOUT=augment=crop+flip+cutout,cutout_size=16
 B128=batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1  # litenet-mixer-cutout-b128's changes
 SEEDS=${SEEDS:-0 2}
 CUTMIX_SEEDS=${CUTMIX_SEEDS:-0 1 2 3}
+PEERS_PRESET=${PEERS_PRESET:-litenet-mixer-cutout}  # the recipe the peers job races on
 
 tests() {
     note "GPU tests"
@@ -64,10 +66,10 @@ steps() {
 
 peers() {
     wait_for_data
-    note "time to 82 %: litenet-mixer-cutout, LiteNet BF16 vs PyTorch eager vs torch.compile"
-    python3 bench/bench_mixer_gpu.py train --preset litenet-mixer-cutout --data "$DATA" --epochs 100 \
+    note "time to 82 %: $PEERS_PRESET, LiteNet BF16 vs PyTorch eager vs torch.compile"
+    python3 bench/bench_mixer_gpu.py train --preset "$PEERS_PRESET" --data "$DATA" --epochs 100 \
         --runs litenet:bf16 torch torch-compile --stop-at 0.82 --targets 0.78 0.80 0.82 \
-        --out "$DIR/train-cutout-peers.json" >"$DIR/train-cutout-peers.log" 2>&1
+        --out "$DIR/train-$PEERS_PRESET-peers.json" >"$DIR/train-$PEERS_PRESET-peers.log" 2>&1
     note "done (rc $?)"
 }
 

@@ -38,6 +38,9 @@ class NumpyBackend:
         # Data-parallel (docs/parallel.md): this rank trains on its columns of each step's batch and
         # sums its gradient with the other ranks' before the clip rule and the update.
         self.comm = comm if reduces(comm) else None
+        if self.comm is not None and "cutmix" in train.augmentations:
+            raise LiteNetError("CutMix pairs images across the whole batch; data-parallel training does not "
+                               "support it yet (train on one process, or drop cutmix from --augment)")
         self.columns = local_columns(train.batch_size, comm)
         self.params = np.array(params, dtype=dtype)
         self.grads = np.zeros_like(self.params)
@@ -66,9 +69,6 @@ class NumpyBackend:
         With a communicator, `batches` holds the global batch and this rank takes its columns.
         """
         draws = {"flips": flips, "crops": crops, "cutouts": cutouts, "mixes": mixes}
-        if self.comm is not None and mixes is not None:
-            raise LiteNetError("CutMix pairs images across the whole batch; data-parallel training does not "
-                               "support it yet (train on one process, or drop cutmix from --augment)")
         if self.comm is not None:
             batches = np.asarray(batches)
             if batches.ndim != 2 or batches.shape[1] != self.train.batch_size:

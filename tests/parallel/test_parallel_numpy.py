@@ -2,6 +2,8 @@
 100 steps N ranks hold the weights of one rank trained on the same global batch, within the
 computed float32 tolerance, step by step statistics too; a world of one changes no bit."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from parallel_fixtures import MODEL, TRAIN, images, numpy_run, run_ranks, stats_agree, steps, weights_agree
@@ -70,3 +72,10 @@ def test_a_batch_that_does_not_split_is_refused():
         NumpyBackend(MODEL, TRAIN, init_params(MODEL, 0), comm=comm)  # batch 24 over 5 ranks
     with pytest.raises(LiteNetError, match="does not split evenly over 5 ranks"):
         run_ranks(5, build)
+
+
+def test_cutmix_is_refused_before_any_step():
+    """CutMix pairs images across the global batch, which no rank holds: refused when the backend is built."""
+    cutmix = dataclasses.replace(TRAIN, augment="flip+cutmix", loss="cross-entropy")
+    with pytest.raises(LiteNetError, match="CutMix pairs images across the whole batch"):
+        run_ranks(2, lambda comm: NumpyBackend(MODEL, cutmix, init_params(MODEL, 0), comm=comm))
