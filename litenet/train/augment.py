@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from litenet.errors import LiteNetError
+
 SIDE = 32
 # Cutout's fill: the uint8 grey nearest CIFAR-10's mean pixel (0.473 × 255), which the Mixer's
 # input_shift of 0.47 centres to about 0 — what "cut out" means after normalisation (DeVries &
@@ -44,6 +46,21 @@ def apply(images: np.ndarray, indices: np.ndarray, flips: np.ndarray | None = No
         partners = np.maximum(np.asarray(mixes)[:, 0], 0)
         batch = np.where(mix_boxes(mixes)[:, :, :, None], batch[partners], batch)
     return batch
+
+
+def check_mixes(mixes: np.ndarray, steps: int, batch: int) -> np.ndarray:
+    """CutMix draws for `steps` steps of `batch` images as int32, or a one-line LiteNetError: the
+    shape (steps, batch, 5), partners −1 or a position in the batch, boxes inside the 32×32 image
+    (a kernel reads the partner's image and label through them)."""
+    mixes = np.asarray(mixes)
+    if mixes.shape != (steps, batch, 5):
+        raise LiteNetError(f"CutMix draws must have shape ({steps}, {batch}, 5); got {mixes.shape}")
+    partner, top, left, bottom, right = np.moveaxis(mixes.astype(np.int64), -1, 0)
+    if np.any((partner < -1) | (partner >= batch)):
+        raise LiteNetError(f"CutMix partners must be −1 or positions 0 … {batch - 1} of the batch")
+    if np.any((top < 0) | (left < 0) | (bottom > SIDE) | (right > SIDE) | (top > bottom) | (left > right)):
+        raise LiteNetError("CutMix boxes must lie inside the 32×32 image (0 ≤ top ≤ bottom ≤ 32, the same for columns)")
+    return mixes.astype(np.int32)
 
 
 def mix_boxes(mixes: np.ndarray) -> np.ndarray:

@@ -68,6 +68,8 @@ class NumpyBackend:
         another image in and mixes the targets (litenet.train.augment); all optional.
         With a communicator, `batches` holds the global batch and this rank takes its columns.
         """
+        if mixes is not None:
+            mixes = augment.check_mixes(mixes, len(batches), self.train.batch_size)
         draws = {"flips": flips, "crops": crops, "cutouts": cutouts, "mixes": mixes}
         if self.comm is not None:
             batches = np.asarray(batches)

@@ -114,3 +114,31 @@ def test_the_mlps_cuda_backend_refuses_what_it_cannot_augment_in_one_line(augmen
 
     with pytest.raises(UsageError, match="the MLP family's CUDA kernels do flips only"):
         cuda_backend(ModelConfig(), TrainConfig(augment=augment_setting), params=None)
+
+
+def _no_partners(shape=(2, 3, 5)):
+    mixes = np.zeros(shape, np.int64)
+    mixes[..., 0] = -1
+    return mixes
+
+
+def _partner_past_the_batch():
+    mixes = _no_partners()
+    mixes[1, 2, 0] = 3  # a kernel would read another step's image and label
+    return mixes
+
+
+def _box_upside_down():
+    mixes = _no_partners()
+    mixes[0, 0] = (1, 10, 0, 8, 4)  # top below bottom
+    return mixes
+
+
+@pytest.mark.parametrize("mixes,message", [(_no_partners((2, 4, 5)), "shape"), (_partner_past_the_batch(), "partners"),
+                                           (_box_upside_down(), "inside the 32×32")])
+def test_bad_cutmix_draws_are_refused_in_one_line(mixes, message):
+    from litenet.errors import LiteNetError
+
+    with pytest.raises(LiteNetError, match=message):
+        augment.check_mixes(mixes, 2, 3)
+    assert augment.check_mixes(_no_partners(), 2, 3).dtype == np.int32

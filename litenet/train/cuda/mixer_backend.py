@@ -15,13 +15,13 @@ import numpy as np
 from litenet.errors import LiteNetError
 from litenet.gpu.launch import check_launch
 from litenet.model import MixerConfig, TrainConfig
+from litenet.train import augment
 from litenet.train.cuda.check import BufferNames, check_step, run_against_twin
 from litenet.train.cuda.layout import param_offsets
 from litenet.train.cuda.mixer_plans import MixerPlans, MixerShapes, arena_plan
 from litenet.train.cuda.mixer_twins import MIXER_TWINS
 from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images, check_precision, open_device
 from litenet.train.numpy_backend import decay_mask
-
 
 
 class MixerCudaBackend(DeviceSchedule):
@@ -98,7 +98,7 @@ class MixerCudaBackend(DeviceSchedule):
         cutouts = np.zeros((*batches.shape, 2), np.int8) if cutouts is None else np.asarray(cutouts).astype(np.int8)
         cutmix = "cutmix" in self.train.augmentations  # else the kernels read no mixes (and the buffer has one row)
         if cutmix:
-            mixes = np.full((*batches.shape, 5), -1, np.int32) if mixes is None else np.asarray(mixes).astype(np.int32)
+            mixes = np.full((*batches.shape, 5), -1, np.int32) if mixes is None else augment.check_mixes(mixes, n, B)
         done = 0
         while done < n:
             if self._pos == self.capacity:
