@@ -84,7 +84,7 @@ class MixerCudaBackend(DeviceSchedule):
                     crops: np.ndarray | None = None, cutouts: np.ndarray | None = None,
                     mixes: np.ndarray | None = None) -> None:
         """Enqueue one step per row of `batches`; returns at once (the GPU runs behind). The draws as
-        NumpyBackend.train_steps takes them; a kind left out is off (its buffer zeros)."""
+        NumpyBackend.train_steps takes them; a kind left out is off (zeros, or no CutMix partners)."""
         if self._steps is None:
             raise LiteNetError("call load_dataset before train_steps")
         batches, lrs, B = np.asarray(batches), np.asarray(lrs, np.float32), self.shapes.B
