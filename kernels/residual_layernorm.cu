@@ -113,18 +113,15 @@ extern "C" __global__ void layernorm_backward_join(const float* dy, const float*
     layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
 }
 
-// residual_join's loop over V elements at a time (rowops.cuh's loadv), grid-stride.
+// residual_join's loop over V elements at a time (rowops.cuh's join_v), grid-stride.
 template <int V>
 __device__ void join_elements(const float* ds, const float* dx_main, float* dx, int n, float& ss, float& mm,
                               float& sm) {
     const int step = gridDim.x * blockDim.x;
-    for (int i = V * (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * step) {
-        const float4 s = loadv<V>(ds + i), m = loadv<V>(dx_main + i);
-        ss += sumv<V>(make_float4(s.x * s.x, s.y * s.y, s.z * s.z, s.w * s.w));
-        mm += sumv<V>(make_float4(m.x * m.x, m.y * m.y, m.z * m.z, m.w * m.w));
-        sm += sumv<V>(make_float4(s.x * m.x, s.y * m.y, s.z * m.z, s.w * m.w));
-        storev<V>(dx + i, make_float4(s.x + m.x, s.y + m.y, s.z + m.z, s.w + m.w));
-    }
+    float sums[3] = {ss, mm, sm};
+    for (int i = V * (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * step)
+        join_v<V>(loadv<V>(ds + i), loadv<V>(dx_main + i), dx + i, sums);
+    ss = sums[0], mm = sums[1], sm = sums[2];
 }
 
 extern "C" __global__ void residual_join(const float* ds, const float* dx_main, float* dx, int n, const int* ctr,

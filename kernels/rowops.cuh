@@ -100,19 +100,24 @@ __device__ void layernorm_row_backward(const float* dy, const float* nrm, float 
         layernorm_row_backward_v<1>(dy, nrm, rstd, gamma, d, [&](int j, float4 v) { storev<1>(ds + j, v); });
 }
 
+// A residual join of V elements (reference.residual_join): dx = s + m, the identity path's gradient s
+// and the branch's m, with ‖s‖², ‖m‖², ⟨s, m⟩ added to sums[0 … 2].
+template <int V>
+__device__ __forceinline__ void join_v(float4 s, float4 m, float* dx, float (&sums)[3]) {
+    sums[0] += sumv<V>(make_float4(s.x * s.x, s.y * s.y, s.z * s.z, s.w * s.w));
+    sums[1] += sumv<V>(make_float4(m.x * m.x, m.y * m.y, m.z * m.z, m.w * m.w));
+    sums[2] += sumv<V>(make_float4(s.x * m.x, s.y * m.y, s.z * m.z, s.w * m.w));
+    storev<V>(dx, make_float4(s.x + m.x, s.y + m.y, s.z + m.z, s.w + m.w));
+}
+
 // One warp: the row's ∂s (as layernorm_row_backward) joined with the identity path's gradient:
-// ∂x = skip + ∂s, ∂s never stored (reference.residual_join); adds the lane's share of the join's
-// sums ‖skip‖², ‖∂s‖², ⟨skip, ∂s⟩ to sums[0 … 2]. dx may alias skip.
+// ∂x = skip + ∂s, ∂s never stored; adds the lane's share of the join's sums ‖skip‖², ‖∂s‖²,
+// ⟨skip, ∂s⟩ to sums[0 … 2]. dx may alias skip.
 template <int V>
 __device__ void layernorm_row_backward_join(const float* dy, const float* nrm, float rstd, const float* gamma, int d,
                                             const float* skip, float* dx, float (&sums)[3]) {
-    layernorm_row_backward_v<V>(dy, nrm, rstd, gamma, d, [&](int j, float4 g) {
-        const float4 s = loadv<V>(skip + j);
-        sums[0] += sumv<V>(make_float4(s.x * s.x, s.y * s.y, s.z * s.z, s.w * s.w));
-        sums[1] += sumv<V>(make_float4(g.x * g.x, g.y * g.y, g.z * g.z, g.w * g.w));
-        sums[2] += sumv<V>(make_float4(s.x * g.x, s.y * g.y, s.z * g.z, s.w * g.w));
-        storev<V>(dx + j, make_float4(s.x + g.x, s.y + g.y, s.z + g.z, s.w + g.w));
-    });
+    layernorm_row_backward_v<V>(dy, nrm, rstd, gamma, d,
+                                [&](int j, float4 g) { join_v<V>(loadv<V>(skip + j), g, dx + j, sums); });
 }
 
 // One thread, one row of logits: the margin loss max(0, m − z_y + z_r) with r the first arg-max
