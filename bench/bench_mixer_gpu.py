@@ -150,14 +150,11 @@ def train_mode(args) -> dict:
         history, train_s, reached = [], 0.0, {}
         for epoch in range(train.epochs):
             batches = schedule.epoch_batches(len(images), train, epoch)
-            flips = schedule.epoch_flips(batches, train, epoch)
-            crops = schedule.epoch_crops(batches, train, epoch)
-            flips = np.zeros(batches.shape, bool) if flips is None else flips
-            crops = np.zeros((*batches.shape, 2), np.int8) if crops is None else crops
-            cutouts = schedule.epoch_cutouts(batches, train, epoch)
-            mixes = schedule.epoch_mixes(batches, train, epoch)
+            draws = schedule.epoch_augments(batches, train, epoch)  # those switched on
+            flips = draws.get("flips", np.zeros(batches.shape, bool))
+            crops = draws.get("crops", np.zeros((*batches.shape, 2), np.int8))
             lrs = schedule.learning_rates(epoch * spe, spe, total, train)
-            train_s += timed(c, batches, flips, crops, lrs, cutouts, mixes)
+            train_s += timed(c, batches, flips, crops, lrs, draws.get("cutouts"), draws.get("mixes"))
             accuracy = float(np.mean(c.logits(test_x).argmax(1) == test_y))
             history.append({"epoch": epoch + 1, "train_seconds": round(train_s, 3), "test_accuracy": accuracy})
             for target in args.targets:
