@@ -83,6 +83,14 @@ extern "C" __global__ void residual_layernorm_backward(const float* dy, const fl
     layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
 }
 
+// Thread 0 adds a join's block totals ‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩ to the step's statistics row.
+__device__ __forceinline__ void add_join_sums(const float (&sums)[3], const int* ctr, float* stats, int stat_width,
+                                              int slot) {
+    if (threadIdx.x != 0) return;
+    float* row = stats + (size_t)step_pos(ctr) * stat_width + slot;
+    for (int i = 0; i < 3; ++i) atomicAdd(row + i, sums[i]);
+}
+
 // The Mixer's LayerNorm backward with the residual join after it: no ∂s buffer, no second pass.
 template <int V>
 __device__ void join_rows(const float* dy, const float* nrm, const float* rstd, const float* gamma, const float* skip,
@@ -104,10 +112,7 @@ extern "C" __global__ void layernorm_backward_join(const float* dy, const float*
         if (row_vec4(d, dy, nrm, gamma, skip, dx)) join_rows<4>(dy, nrm, rstd, gamma, skip, dx, B, d, row_blocks, sums);
         else join_rows<1>(dy, nrm, rstd, gamma, skip, dx, B, d, row_blocks, sums);
         block_sums<3>(sums, red);
-        if (threadIdx.x == 0) {
-            float* row = stats + (size_t)step_pos(ctr) * stat_width + slot;
-            for (int i = 0; i < 3; ++i) atomicAdd(row + i, sums[i]);
-        }
+        add_join_sums(sums, ctr, stats, stat_width, slot);
         return;
     }
     layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
@@ -130,13 +135,6 @@ extern "C" __global__ void residual_join(const float* ds, const float* dx_main, 
     float ss = 0.f, mm = 0.f, sm = 0.f;
     if (row_vec4(n, ds, dx_main, dx, nullptr)) join_elements<4>(ds, dx_main, dx, n, ss, mm, sm);
     else join_elements<1>(ds, dx_main, dx, n, ss, mm, sm);
-    ss = block_sum(ss, scratch);
-    mm = block_sum(mm, scratch);
-    sm = block_sum(sm, scratch);
-    if (threadIdx.x == 0) {
-        float* row = stats + (size_t)step_pos(ctr) * stat_width + slot;
-        atomicAdd(row + 0, ss);
-        atomicAdd(row + 1, mm);
-        atomicAdd(row + 2, sm);
-    }
+    const float sums[3] = {block_sum(ss, scratch), block_sum(mm, scratch), block_sum(sm, scratch)};
+    add_join_sums(sums, ctr, stats, stat_width, slot);
 }
