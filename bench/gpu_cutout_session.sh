@@ -4,10 +4,10 @@
 #   tests    the GPU tests (pytest -m gpu: every kernel against its NumPy twin, whole steps, inference);
 #   steps    where a step's time goes (mixer_kernel_times.py) and the step table against PyTorch,
 #            with recompute (memory);
-#   peers    time to 82 %: LiteNet BF16, PyTorch eager and torch.compile on the same batches and
-#            augmentation draws of PEERS_PRESET (default litenet-mixer-cutout; litenet-mixer-cutmix
-#            works too), each stopped after its first epoch at ≥ 82 % (bench_mixer_gpu.py train
-#            --stop-at), alone on the GPU;
+#   peers    time to 82 %: PEERS_RUNS (default LiteNet BF16, PyTorch eager and torch.compile) on the
+#            same batches and augmentation draws of PEERS_PRESET (default litenet-mixer-cutout;
+#            litenet-mixer-cutmix works too), each stopped after its first epoch at ≥ 82 %
+#            (bench_mixer_gpu.py train --stop-at), alone on the GPU;
 #   graph    the step table against PyTorch's CUDA-graph replay of the same step (bench_steps_gpu.py:
 #            the Mixer and litenet-base's shape at widths 256, 1024, 2048), alone;
 #   train    `litenet train` of the preset as a user runs it (the CUDA backend, BF16) beside the
@@ -48,6 +48,7 @@ B128=batch_size=128,lr_base=0.002,warmup_steps=780,weight_decay=0.1  # litenet-m
 SEEDS=${SEEDS:-0 2}
 CUTMIX_SEEDS=${CUTMIX_SEEDS:-0 1 2 3}
 PEERS_PRESET=${PEERS_PRESET:-litenet-mixer-cutout}  # the recipe the peers job races on
+PEERS_RUNS=${PEERS_RUNS:-litenet:bf16 torch torch-compile}  # and who races
 
 tests() {
     note "GPU tests"
@@ -66,9 +67,10 @@ steps() {
 
 peers() {
     wait_for_data
-    note "time to 82 %: $PEERS_PRESET, LiteNet BF16 vs PyTorch eager vs torch.compile"
+    note "time to 82 %: $PEERS_PRESET, $PEERS_RUNS"
+    # shellcheck disable=SC2086  # PEERS_RUNS is a list
     python3 bench/bench_mixer_gpu.py train --preset "$PEERS_PRESET" --data "$DATA" --epochs 100 \
-        --runs litenet:bf16 torch torch-compile --stop-at 0.82 --targets 0.78 0.80 0.82 \
+        --runs $PEERS_RUNS --stop-at 0.82 --targets 0.78 0.80 0.82 \
         --out "$DIR/train-$PEERS_PRESET-peers.json" >"$DIR/train-$PEERS_PRESET-peers.log" 2>&1
     note "done (rc $?)"
 }
