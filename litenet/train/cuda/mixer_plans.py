@@ -179,7 +179,7 @@ class MixerPlans:
 
     def _layernorm_backward(self, dy, ds, i: int) -> object:
         """LayerNorm i's backward from ∂y to ∂s (the final one's: the stream's gradient starts there)."""
-        s, name = self.s, self._ln_name(i)
+        s = self.s
         row_blocks = math.ceil(s.R / (THREADS // 32))
         return launch("residual_layernorm_backward", row_blocks + self._ln_param_blocks(), self._ln_split(), dy=dy,
                       ds=ds, row_blocks=i32(row_blocks), **self._ln_backward_common(i))
