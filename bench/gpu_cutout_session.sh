@@ -20,6 +20,10 @@
 #   infer    every way to run the trained model (DIR/litenet-mixer-cutout, from the train job)
 #            timed and scored on the test set (bench_infer_mixer_gpu.py --test-data), or without
 #            one litenet-mixer with seeded weights timed; alone;
+#   profile  Nsight Compute (ncu, where the machine has it) on one launch each of the step's largest
+#            products at batch 256, BF16, kernels compiled with source lines (LITENET_NVRTC_LINEINFO):
+#            DIR/ncu-K.ncu-rep (everything, --set full), ncu-K.txt (its details page) and
+#            ncu-K-source.csv (the source page: stall samples per instruction and line); alone;
 #   wide     a wider Mixer (width 256, token MLP 128, channel MLP 1024: 4.4 M parameters) with the
 #            same recipe, 100 epochs (gpu_mixer_recipes.sh).
 # (Recipe runs keep their own queue.log in a folder of DIR: "queue finished" in DIR/queue.log is this
@@ -121,6 +125,23 @@ infer() {
         python3 bench/bench_infer_mixer_gpu.py --repeats 200 --out "$DIR/infer-mixer.md" >"$DIR/infer-mixer.log" 2>&1
     fi
     note "done (rc $?)"
+}
+
+PROFILE_KERNELS=${PROFILE_KERNELS:-linear_backward_weight_bf16 linear_gelu_forward_bf16 linear_backward_input_bf16 \
+layernorm_backward_join token_linear_backward_weight_bf16}
+
+profile() {
+    command -v ncu >/dev/null || { note "profile: no ncu on this machine"; return; }
+    note "Nsight Compute: $PROFILE_KERNELS"
+    local k
+    for k in $PROFILE_KERNELS; do
+        LITENET_NVRTC_LINEINFO=1 ncu --kernel-name "$k" --launch-skip 2 --launch-count 1 --set full \
+            --import-source yes -f -o "$DIR/ncu-$k" \
+            python3 bench/mixer_kernel_times.py --batch 256 --count 1 --repeats 1 >"$DIR/ncu-$k.log" 2>&1
+        ncu --import "$DIR/ncu-$k.ncu-rep" --page details >"$DIR/ncu-$k.txt" 2>&1
+        ncu --import "$DIR/ncu-$k.ncu-rep" --page source --csv --print-source sass,cuda >"$DIR/ncu-$k-source.csv" 2>&1
+    done
+    note "done"
 }
 
 wide() {

@@ -8,13 +8,17 @@ Works with cupy-cuda11x, -12x and -13x: only RawModule, Stream capture and memGe
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from litenet.gpu import sources
 from litenet.gpu.launch import THREADS
 
 # -std=c++14 is the newest standard every NVRTC LiteNet supports (CUDA 11.0 onwards) accepts.
-NVRTC_OPTIONS = ("-std=c++14",)
+# LITENET_NVRTC_LINEINFO=1 adds -lineinfo: source lines for a profiler (Nsight Compute's stall
+# sampling by line); it does not change optimisation (ptxas sm_90: the same registers for every kernel).
+NVRTC_OPTIONS = ("-std=c++14",) + (("-lineinfo",) if os.environ.get("LITENET_NVRTC_LINEINFO") == "1" else ())
 
 
 class CupyDevice:
