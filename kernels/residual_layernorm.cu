@@ -120,21 +120,18 @@ extern "C" __global__ void layernorm_backward_join(const float* dy, const float*
 
 // residual_join's loop over V elements at a time (rowops.cuh's join_v), grid-stride.
 template <int V>
-__device__ void join_elements(const float* ds, const float* dx_main, float* dx, int n, float& ss, float& mm,
-                              float& sm) {
+__device__ void join_elements(const float* ds, const float* dx_main, float* dx, int n, float (&sums)[3]) {
     const int step = gridDim.x * blockDim.x;
-    float sums[3] = {ss, mm, sm};
     for (int i = V * (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * step)
         join_v<V>(loadv<V>(ds + i), loadv<V>(dx_main + i), dx + i, sums);
-    ss = sums[0], mm = sums[1], sm = sums[2];
 }
 
 extern "C" __global__ void residual_join(const float* ds, const float* dx_main, float* dx, int n, const int* ctr,
                                          float* stats, int stat_width, int slot) {
     __shared__ float scratch[32];
-    float ss = 0.f, mm = 0.f, sm = 0.f;
-    if (row_vec4(n, ds, dx_main, dx, nullptr)) join_elements<4>(ds, dx_main, dx, n, ss, mm, sm);
-    else join_elements<1>(ds, dx_main, dx, n, ss, mm, sm);
-    const float sums[3] = {block_sum(ss, scratch), block_sum(mm, scratch), block_sum(sm, scratch)};
-    add_join_sums(sums, ctr, stats, stat_width, slot);
+    float sums[3] = {0.f, 0.f, 0.f};
+    if (row_vec4(n, ds, dx_main, dx, nullptr)) join_elements<4>(ds, dx_main, dx, n, sums);
+    else join_elements<1>(ds, dx_main, dx, n, sums);
+    const float totals[3] = {block_sum(sums[0], scratch), block_sum(sums[1], scratch), block_sum(sums[2], scratch)};
+    add_join_sums(totals, ctr, stats, stat_width, slot);
 }
