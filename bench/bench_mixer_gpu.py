@@ -145,8 +145,9 @@ def one_time_costs(history: list[dict], reached: dict) -> dict:
     epochs = np.diff([0.0] + [h["train_seconds"] for h in history])
     if len(epochs) < 2:
         return {}
-    extra = max(0.0, float(epochs[0] - np.median(epochs[1:])))
-    return {"usual_epoch_seconds": round(float(np.median(epochs[1:])), 3), "first_epoch_extra_seconds": round(extra, 3),
+    usual = float(np.median(epochs[1:]))
+    extra = max(0.0, float(epochs[0]) - usual)
+    return {"usual_epoch_seconds": round(usual, 3), "first_epoch_extra_seconds": round(extra, 3),
             "seconds_to_targets_without_first_extra": {str(k): round(v - extra, 3) for k, v in reached.items()}}
 
 
