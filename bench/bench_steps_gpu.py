@@ -8,7 +8,8 @@ Rows: the Mixer (litenet-mixer preset) and litenet-base's MLP shape (full 3072-v
 BF16 for LiteNet (both are timed; the table shows the faster, the JSON both).
 
 Contenders, on the same GPU, same model, same initial weights, same precision:
-  LiteNet   its CUDA backend (`precision` fp32 | tf32 | bf16), steps replayed from CUDA graphs
+  LiteNet   its CUDA backend (`precision` fp32 | tf32 | bf16), steps replayed from CUDA graphs; where
+            the step takes wide tiles (geometry.choose_wide), also without them, for what they gain
   PyTorch   the same training step captured once in a CUDA graph and replayed (bench/gpu_torch_twin.py
             for the MLP; bench/torch_mixer.py's trainer for the Mixer, with capturable fused AdamW and
             the batch read through a device step counter); fp32 with TF32 off, tf32 with TF32 on,
@@ -50,6 +51,9 @@ PEAK_TBPS = 4.8
 WIDTHS = (256, 1024, 2048)
 BATCHES = (256, 1024)
 DATASET = 8192  # random uint8 images on the GPU, the same for every contender
+NO_WIDE = "-no-wide"  # suffix of LiteNet's step without wide tiles (geometry.choose_wide), where it has some
+OTHER_LABELS = {"tf32": "TF32", "bf16": "BF16", "fp32" + NO_WIDE: "without wide tiles",
+                "bf16" + NO_WIDE: "BF16 without wide tiles"}
 
 
 # -- the cells' models and floors ------------------------------------------------------------------
@@ -103,7 +107,8 @@ def bench_litenet(*args) -> dict:
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-def _litenet_ms(model, train, params, images, labels, sched, precision, steps, repeats) -> dict:
+def _litenet_ms(model, train, params, images, labels, sched, precision, steps, repeats, wide=None) -> dict:
+    """`wide`: the MLP's wide BF16 tiles as geometry.choose_wide picks them (None) or none (False)."""
     import cupy
     train = override(train, {"precision": precision})
     batches, flips, crops, lrs = sched
@@ -114,7 +119,7 @@ def _litenet_ms(model, train, params, images, labels, sched, precision, steps, r
             return {"crops": crops[rows]}
     else:
         from litenet.train.cuda.backend import CudaBackend
-        backend = CudaBackend(model, train, params)
+        backend = CudaBackend(model, train, params, wide=wide)
 
         def extra(rows):
             return {}
@@ -133,6 +138,7 @@ def _litenet_ms(model, train, params, images, labels, sched, precision, steps, r
     out = {"ms": ms, "arena_bytes": backend.memory_report()["arena_bytes"], "warmup_last_loss": float(loss[-1])}
     if hasattr(backend, "plan"):
         out["plan"] = backend.plan
+        out["wide"] = [k for k, v in backend.geometry.gemms.items() if v.wide]
     return out
 
 
@@ -241,6 +247,9 @@ def main(argv=None) -> None:
             sched = schedule(rng, model, train, batch, 4 * args.steps)
             run = (model, train, params, images, labels, sched)
             litenet = {p: attempt(bench_litenet, *run, p, args.steps, args.repeats) for p in ("fp32", "tf32", "bf16")}
+            for p in ("fp32", "bf16"):  # what the wide tiles gain, in the same run
+                if litenet[p].get("wide"):
+                    litenet[p + NO_WIDE] = attempt(bench_litenet, *run, p, args.steps, args.repeats, False)
             timed = [p for p in ("tf32", "bf16") if "ms" in litenet[p]]
             fastest = min(timed, key=lambda p: litenet[p]["ms"]) if timed else "bf16"
             for precision in ("fp32", fastest):
@@ -248,8 +257,10 @@ def main(argv=None) -> None:
                         "precision": precision, "litenet": litenet[precision],
                         "torch_graph": attempt(bench_torch, *run, precision, args.steps, args.repeats),
                         "floor": floor_ms(model, train, batch, precision)}
-                if precision != "fp32":
-                    cell["litenet_other"] = {p: litenet[p] for p in ("tf32", "bf16") if p != precision}
+                others = [p for p in ("tf32", "bf16") if p != precision] if precision != "fp32" else []
+                others += [p + NO_WIDE for p in ("fp32", "bf16") if precision in (p, "tf32") and p + NO_WIDE in litenet]
+                if others:
+                    cell["litenet_other"] = {p: litenet[p] for p in others}
                 cells.append(cell)
                 print(line(cell), flush=True)
                 save(args.out, result(cells, started, args))  # so far: a run cut short keeps its cells
@@ -304,8 +315,7 @@ def render(result: dict) -> str:
         ahead = ("yes" if pt["ms"] > ln["ms"] else "**no**") if both else "—"
         precision = c["precision"].upper() if c["precision"] != "fp32" else "fp32"
         if "litenet_other" in c:
-            other, m = next(iter(c["litenet_other"].items()))
-            precision += f" ({other.upper()} {_ms(m)})"
+            precision += " (" + "; ".join(f"{OTHER_LABELS[k]} {_ms(m)}" for k, m in c["litenet_other"].items()) + ")"
         lines.append(f"| {c['model']} | {c['batch']} | {precision} | {_ms(ln)} | {_ms(pt)} | {ratio} | {ahead} "
                      f"| **{fl['ms']:.3f}** ({fl['flop_ms']:.3f} / {fl['byte_ms']:.4f}) | {_times(ln, fl)} "
                      f"| {_times(pt, fl)} |")
@@ -314,7 +324,9 @@ def render(result: dict) -> str:
     lines += ["", ("Floor: the larger of the step's matrix-product FLOPs at the dense peak of its precision "
                    "(fp32 67, TF32 494, BF16 989 TFLOP/s) and its unavoidable bytes (images once; optimiser state "
                    "24 B/parameter for SGD with momentum, 32 for AdamW) at 4.8 TB/s. The precision column names, "
-                   "in brackets, LiteNet's time in the other tensor-core precision (the row shows the faster).")]
+                   "in brackets, LiteNet's time in the other tensor-core precision (the row shows the faster) and, "
+                   "where the step takes wide (128 × 128) tiles for its large products, its time without them "
+                   "(geometry.choose_wide; 64-row tiles, or tall ones where choose_tall picks them).")]
     if errors:
         lines += ["", "Errors:"] + [f"- {m}, batch {b}, {p}, {who}: {e}" for m, b, p, who, e in errors]
     return "\n".join(lines)

@@ -15,6 +15,7 @@
 // The tile products embed_forward and embed_backward also come in `_tf32` and `_bf16` versions (64-row
 // tiles; mma.cuh: operands rounded to TF32 / BF16 on the tensor cores, fp32 accumulation, fp32 in
 // memory), chosen by the step's precision (geometry.Gemm.kernel); embed_forward_rows is fp32 only.
+// At large widths both take `_wide` (fp32) and `_wide_bf16` versions: 128 × 128 tiles (gemm_wide.cuh).
 //
 // Two versions of the forward, chosen in litenet/train/cuda/geometry.py (embed_variant):
 //   "tiles" embed_inputs then embed_forward — output tiles over S (gemm.cuh); large batches.
@@ -34,6 +35,7 @@
 // Limits: 32×32×3 images, 4-byte aligned; index values < the dataset's length (not checked here);
 // S 16-byte aligned; rows ≤ 8; ⌈d / parts⌉ ≤ 1024.
 #include "common.cuh"
+#include "gemm_wide.cuh"
 #include "splitk.cuh"
 
 #define LN_EMBED_ROWS_MAX 8
@@ -126,6 +128,51 @@ extern "C" __global__ void embed_backward_tf32(const float* S, const float* dH, 
 extern "C" __global__ void embed_backward_bf16(const float* S, const float* dH, float* dW, int B, int Kin, int d,
                                                int splits, float* scratch, unsigned int* counters) {
     embed_backward_body<4, PrecBf16>(S, dH, dW, B, Kin, d, splits, scratch, counters);
+}
+
+// 128 × 128 tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's embedding at large widths.
+template <class P>
+__device__ void embed_forward_wide_body(const float* S, const float* W, float* out, int B, int Kin, int d, int splits,
+                                   float* scratch, unsigned int* counters) {
+    gemm_wide<P>(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, splits, scratch, counters, false,
+                 [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
+                     for (int i = 0; i < 8; ++i)
+                         if (tc.m(i) < B) store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
+                 });
+}
+
+template <class P>
+__device__ void embed_backward_wide_body(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits,
+                                    float* scratch, unsigned int* counters) {
+    gemm_wide<P>(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, splits, scratch, counters, false,
+                 [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
+                     for (int i = 0; i < 8; ++i)
+                         if (tc.m(i) < Kin) store_row4(dW, d, tc.m(i), tc.n(0), d, acc[i]);
+                 });
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_FP32)
+embed_forward_wide(const float* S, const float* W, float* out, int B, int Kin, int d, int splits, float* scratch,
+                   unsigned int* counters) {
+    embed_forward_wide_body<PrecFp32>(S, W, out, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_FP32)
+embed_backward_wide(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits, float* scratch,
+                    unsigned int* counters) {
+    embed_backward_wide_body<PrecFp32>(S, dH, dW, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+embed_forward_wide_bf16(const float* S, const float* W, float* out, int B, int Kin, int d, int splits, float* scratch,
+                        unsigned int* counters) {
+    embed_forward_wide_body<PrecBf16>(S, W, out, B, Kin, d, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+embed_backward_wide_bf16(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits, float* scratch,
+                         unsigned int* counters) {
+    embed_backward_wide_body<PrecBf16>(S, dH, dW, B, Kin, d, splits, scratch, counters);
 }
 
 extern "C" __global__ void embed_forward_rows(const unsigned char* images, const int* batches,

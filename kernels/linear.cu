@@ -20,26 +20,24 @@
 // and every 64-row product in three precisions (mma.cuh): the plain names in fp32, `_tf32` and
 // `_bf16` on the tensor cores (sm_80+), fp32 accumulation, fp32 in memory.
 //
+// litenet-base's large products add `_wide` (fp32) and `_wide_bf16` versions of the four plain
+// products (no GELU' fusion): 128 × 128 tiles (gemm_wide.cuh; BF16 rounds the operands as they are
+// staged) with the tall tiles' epilogues; geometry.Gemm.wide chooses them.
+//
 // Launch: 256 threads; grid = tiles_m · tiles_n · splits with tiles over the output ((B, n_out),
 // (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile x / splits,
 // split x % splits). scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats when splits > 1 (TM = 4, or 8 for
-// _tall); counters ≥ tiles·LN_TILE_COUNTERS zeroed unsigned ints, left zeroed. Limits: none on the sizes beyond int
-// indexing.
+// _tall); counters ≥ tiles·LN_TILE_COUNTERS zeroed unsigned ints, left zeroed. The _wide versions:
+// tiles of 128 × 128, scratch and counters for twice as many (each 128 × 64 half is summed apart).
+// Limits: none on the sizes beyond int indexing.
 #include "common.cuh"
+#include "gemm_wide.cuh"
 #include "splitk.cuh"
 
-// GELU or not, a residual or not, and the precision, selected here once for every forward kernel.
-template <int TM, bool GELU, class P = PrecFp32>
-__device__ void linear_forward_body(const float* x, const float* W, const float* bias, float* u, float* a, int B,
-                                    int n_in, int n_out, int splits, float* scratch, unsigned int* counters,
-                                    const float* residual = nullptr) {
-    __shared__ TileSmem<TM, P> smem;
-    const TileCoords<TM> tc(splits, n_out);
-    float acc[TM][4], unused;
-    if (!gemm_splitk<TM, 2, P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
-                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc, false,
-                               unused, smem))
-        return;
+// The forward's epilogue on thread t's TM×4 block of a finished tile: + bias (+ residual), then GELU.
+template <int TM, bool GELU>
+__device__ __forceinline__ void forward_epilogue(const TileAt<TM>& tc, const float (&acc)[TM][4], const float* bias,
+                                                 float* u, float* a, int B, int n_out, const float* residual) {
     float b[4];
     for (int j = 0; j < 4; ++j) b[j] = tc.n(j) < n_out ? bias[tc.n(j)] : 0.f;
     for (int i = 0; i < TM; ++i) {
@@ -55,7 +53,44 @@ __device__ void linear_forward_body(const float* x, const float* W, const float*
     }
 }
 
-// ∂x = ∂y Wᵀ; with `u`, times GELU'(u) (the gradient reaches the GELU's input).
+// ∂x's epilogue; with `u`, times GELU'(u) (the gradient reaches the GELU's input).
+template <int TM>
+__device__ __forceinline__ void backward_input_epilogue(const TileAt<TM>& tc, float (&acc)[TM][4], float* dx, int B,
+                                                        int n_in, const float* u) {
+    for (int i = 0; i < TM; ++i) {
+        if (tc.m(i) >= B) continue;
+        if (u != nullptr)
+            for (int j = 0; j < 4; ++j)
+                if (tc.n(j) < n_in) acc[i][j] *= gelu_slope(u[(size_t)tc.m(i) * n_in + tc.n(j)]);
+        store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
+    }
+}
+
+// ∂W's epilogue, and ∂b from the column sums of the first tile row.
+template <int TM>
+__device__ __forceinline__ void backward_weight_epilogue(const TileAt<TM>& tc, const float (&acc)[TM][4],
+                                                         float db_sum, float* dW, float* db, int n_in, int n_out) {
+    for (int i = 0; i < TM; ++i)
+        if (tc.m(i) < n_in) store_row4(dW, n_out, tc.m(i), tc.n(0), n_out, acc[i]);
+    if (tc.m0 == 0 && threadIdx.x < LN_TILE && tc.n0 + (int)threadIdx.x < n_out) db[tc.n0 + threadIdx.x] = db_sum;
+}
+
+// GELU or not, a residual or not, and the precision, selected here once for every forward kernel.
+template <int TM, bool GELU, class P = PrecFp32>
+__device__ void linear_forward_body(const float* x, const float* W, const float* bias, float* u, float* a, int B,
+                                    int n_in, int n_out, int splits, float* scratch, unsigned int* counters,
+                                    const float* residual = nullptr) {
+    __shared__ TileSmem<TM, P> smem;
+    const TileCoords<TM> tc(splits, n_out);
+    float acc[TM][4], unused;
+    if (!gemm_splitk<TM, 2, P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, tc.m0, tc.n0, tc.split, splits,
+                               scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc, false,
+                               unused, smem))
+        return;
+    forward_epilogue<TM, GELU>(tc, acc, bias, u, a, B, n_out, residual);
+}
+
+// ∂x = ∂y Wᵀ; with `u`, times GELU'(u).
 template <int TM, class P = PrecFp32>
 __device__ void linear_backward_input_body(const float* dy, const float* W, float* dx, int B, int n_in, int n_out,
                                            int splits, float* scratch, unsigned int* counters,
@@ -68,13 +103,7 @@ __device__ void linear_backward_input_body(const float* dy, const float* W, floa
                                splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM), tile_counters(counters, tc.tile), acc,
                                false, unused, smem))
         return;
-    for (int i = 0; i < TM; ++i) {
-        if (tc.m(i) >= B) continue;
-        if (u != nullptr)
-            for (int j = 0; j < 4; ++j)
-                if (tc.n(j) < n_in) acc[i][j] *= gelu_slope(u[(size_t)tc.m(i) * n_in + tc.n(j)]);
-        store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
-    }
+    backward_input_epilogue<TM>(tc, acc, dx, B, n_in, u);
 }
 
 template <int TM, class P = PrecFp32>
@@ -90,9 +119,35 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
                                           tc.split, splits, scratch + (size_t)tc.tile * splits * LN_SLAB_OF(TM),
                                           tile_counters(counters, tc.tile), acc, bias_row, db_sum, smem))
         return;
-    for (int i = 0; i < TM; ++i)
-        if (tc.m(i) < n_in) store_row4(dW, n_out, tc.m(i), tc.n(0), n_out, acc[i]);
-    if (bias_row && threadIdx.x < LN_TILE && tc.n0 + (int)threadIdx.x < n_out) db[tc.n0 + threadIdx.x] = db_sum;
+    backward_weight_epilogue<TM>(tc, acc, db_sum, dW, db, n_in, n_out);
+}
+
+// The same three products in 128 × 128 tiles (gemm_wide.cuh), with the tall tiles' epilogues.
+template <class P, bool GELU>
+__device__ void linear_forward_wide_body(const float* x, const float* W, const float* bias, float* u, float* a, int B,
+                                    int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
+    gemm_wide<P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, splits, scratch, counters, false,
+                 [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
+                     forward_epilogue<8, GELU>(tc, acc, bias, u, a, B, n_out, nullptr);
+                 });
+}
+
+template <class P>
+__device__ void linear_backward_input_wide_body(const float* dy, const float* W, float* dx, int B, int n_in, int n_out,
+                                           int splits, float* scratch, unsigned int* counters) {
+    gemm_wide<P>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, splits, scratch, counters, false,
+                 [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
+                     backward_input_epilogue<8>(tc, acc, dx, B, n_in, nullptr);
+                 });
+}
+
+template <class P>
+__device__ void linear_backward_weight_wide_body(const float* x, const float* dy, float* dW, float* db, int B, int n_in,
+                                            int n_out, int splits, float* scratch, unsigned int* counters) {
+    gemm_wide<P>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, splits, scratch, counters, true,
+                 [&](const TileAt<8>& tc, float (&acc)[8][4], float db_sum) {
+                     backward_weight_epilogue<8>(tc, acc, db_sum, dW, db, n_in, n_out);
+                 });
 }
 
 extern "C" __global__ void linear_forward(const float* x, const float* W, const float* bias, float* y, int B, int n_in,
@@ -224,4 +279,54 @@ extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
 linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db, int B, int n_in, int n_out,
                             int splits, float* scratch, unsigned int* counters) {
     linear_backward_weight_body<4, PrecBf16>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
+}
+
+// --- 128 × 128 tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's large products, fp32 and BF16 --
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_FP32)
+linear_forward_wide(const float* x, const float* W, const float* bias, float* y, int B, int n_in, int n_out,
+                  int splits, float* scratch, unsigned int* counters) {
+    linear_forward_wide_body<PrecFp32, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_FP32)
+linear_gelu_forward_wide(const float* x, const float* W, const float* bias, float* u, float* a, int B, int n_in,
+                       int n_out, int splits, float* scratch, unsigned int* counters) {
+    linear_forward_wide_body<PrecFp32, true>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_FP32)
+linear_backward_input_wide(const float* dy, const float* W, float* dx, int B, int n_in, int n_out, int splits,
+                         float* scratch, unsigned int* counters) {
+    linear_backward_input_wide_body<PrecFp32>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_FP32)
+linear_backward_weight_wide(const float* x, const float* dy, float* dW, float* db, int B, int n_in, int n_out,
+                          int splits, float* scratch, unsigned int* counters) {
+    linear_backward_weight_wide_body<PrecFp32>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_forward_wide_bf16(const float* x, const float* W, const float* bias, float* y, int B, int n_in, int n_out,
+                       int splits, float* scratch, unsigned int* counters) {
+    linear_forward_wide_body<PrecBf16, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_gelu_forward_wide_bf16(const float* x, const float* W, const float* bias, float* u, float* a, int B, int n_in,
+                            int n_out, int splits, float* scratch, unsigned int* counters) {
+    linear_forward_wide_body<PrecBf16, true>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_backward_input_wide_bf16(const float* dy, const float* W, float* dx, int B, int n_in, int n_out, int splits,
+                              float* scratch, unsigned int* counters) {
+    linear_backward_input_wide_body<PrecBf16>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_backward_weight_wide_bf16(const float* x, const float* dy, float* dW, float* db, int B, int n_in, int n_out,
+                               int splits, float* scratch, unsigned int* counters) {
+    linear_backward_weight_wide_body<PrecBf16>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
 }

@@ -18,7 +18,7 @@ from litenet.model import ModelConfig, param_layout, param_views
 from litenet import ops
 from litenet.train import reference as ref
 from litenet.train.cuda.check import TOLERANCES, compare
-from litenet.train.cuda.geometry import SLAB, TALL, TILE, slab, weight_grad_jobs
+from litenet.train.cuda.geometry import SLAB, TILE, Gemm, slab, weight_grad_jobs
 from litenet.train.cuda.layout import StatsLayout, param_offsets
 
 i32, f32 = np.int32, np.float32
@@ -97,10 +97,17 @@ def _tiles(M, N, rows=TILE):
 
 
 def _version(name):
-    """(the kernel's base name, its tile rows): `_tall` versions use 128-row tiles; the precision
-    suffix (`_tf32`, `_bf16`) is dropped."""
-    name = precision(name)[0]
-    return (name[:-5], TALL) if name.endswith("_tall") else (name, TILE)
+    """The kernel's base name: the precision suffix (`_tf32`, `_bf16`) and the tile shape's (`_tall`,
+    `_wide`) dropped."""
+    return precision(name)[0].removesuffix("_tall").removesuffix("_wide")
+
+
+def _product_launch(r, kernel, M, N, splits):
+    """(grid, scratch, counters) of tile-product kernel `kernel` over an M × N output with K split
+    `splits` ways, shaped as geometry.Gemm shapes its version (64-row, `_tall` or `_wide` tiles)."""
+    shape = precision(kernel)[0]
+    gm = Gemm(M, N, 0, splits, tall=shape.endswith("_tall"), wide=shape.endswith("_wide"))
+    return gm.grid, *_splitk(r, gm.fixup_tiles, splits, slab(gm.tile_rows))
 
 
 def _schedule(r, rng, N, B):
@@ -118,9 +125,9 @@ def _flipped(images, index, flip):
 # -- the cases ---------------------------------------------------------------------------------------
 
 @case("embed_inputs", "embed_forward", "embed_forward_rows", "embed_backward", "embed_forward_tall",
-      "embed_backward_tall")
+      "embed_backward_tall", "embed_forward_wide", "embed_backward_wide")
 def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, rows=1, parts=1):
-    name, tile = _version(kernel)
+    name = _version(kernel)
     N, K = B + 5, 1024 if embed == "channel-sum" else 3072
     images = rng.integers(0, 256, (N, 32, 32, 3), dtype=np.uint8)
     batches, flips, ctr, index, flip = _schedule(r, rng, N, B)
@@ -140,34 +147,32 @@ def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, row
         return {"h0": out, "S": S}, {"h0": want, "S": s64}, {"h0": 3 * K, "S": 3}, None
     S = r.put(ops.embed_inputs(ops.pixels_to_float(x, f32), embed, f32(shift)).astype(f32))
     if name == "embed_forward":
-        tiles = _tiles(B, d, tile)
-        scratch, counters = _splitk(r, tiles, splits, slab(tile))
+        grid, scratch, counters = _product_launch(r, kernel, B, d, splits)
         out = _nan(r, (B, d))
-        r.launch(kernel, tiles * splits, (S, r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+        r.launch(kernel, grid, (S, r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
         return {"h0": out}, {"h0": ops.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
     dh = rng.standard_normal((B, d)).astype(f32)
-    tiles = _tiles(K, d, tile)
-    scratch, counters = _splitk(r, tiles, splits, slab(tile))
+    grid, scratch, counters = _product_launch(r, kernel, K, d, splits)
     out = _nan(r, (K, d))
-    r.launch(kernel, tiles * splits, (S, r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+    r.launch(kernel, grid, (S, r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
     want = ops.embed_backward(dh.astype(np.float64), x, W.astype(np.float64), embed, shift)[0]
     return {"∂We": out}, {"∂We": want}, {"∂We": 3 * B}, counters
 
 
 @case("linear_forward", "linear_gelu_forward", "linear_backward_input", "linear_backward_weight",
-      "linear_forward_tall", "linear_gelu_forward_tall", "linear_backward_input_tall", "linear_backward_weight_tall")
+      "linear_forward_tall", "linear_gelu_forward_tall", "linear_backward_input_tall", "linear_backward_weight_tall",
+      "linear_forward_wide", "linear_gelu_forward_wide", "linear_backward_input_wide", "linear_backward_weight_wide")
 def _linear(r, rng, kernel, B, n_in, n_out, splits=1):
-    name, tile = _version(kernel)
+    name = _version(kernel)
     x = rng.standard_normal((B, n_in)).astype(f32)
     W = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(f32)
     b = rng.standard_normal(n_out).astype(f32)
     dy = rng.standard_normal((B, n_out)).astype(f32)
     x64, W64, b64, dy64 = (a.astype(np.float64) for a in (x, W, b, dy))
     if name in ("linear_forward", "linear_gelu_forward"):
-        tiles = _tiles(B, n_out, tile)
-        scratch, counters = _splitk(r, tiles, splits, slab(tile))
+        grid, scratch, counters = _product_launch(r, kernel, B, n_out, splits)
         outs = [_nan(r, (B, n_out)) for _ in range(1 if name == "linear_forward" else 2)]
-        r.launch(kernel, tiles * splits, (r.put(x), r.put(W), r.put(b), *outs, i32(B), i32(n_in), i32(n_out), i32(splits),
+        r.launch(kernel, grid, (r.put(x), r.put(W), r.put(b), *outs, i32(B), i32(n_in), i32(n_out), i32(splits),
                                         scratch, counters))
         if name == "linear_forward":
             return {"y": outs[0]}, {"y": ops.linear_forward(x64, W64, b64)}, {"y": n_in}, counters
@@ -175,16 +180,14 @@ def _linear(r, rng, kernel, B, n_in, n_out, splits=1):
         return {"u": outs[0], "a": outs[1]}, {"u": u, "a": a}, {"u": n_in, "a": n_in}, counters
     dx_ref, dW_ref, db_ref = ops.linear_backward(dy64, x64, W64)
     if name == "linear_backward_input":
-        tiles = _tiles(B, n_in, tile)
-        scratch, counters = _splitk(r, tiles, splits, slab(tile))
+        grid, scratch, counters = _product_launch(r, kernel, B, n_in, splits)
         dx = _nan(r, (B, n_in))
-        r.launch(kernel, tiles * splits, (r.put(dy), r.put(W), dx, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
+        r.launch(kernel, grid, (r.put(dy), r.put(W), dx, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
                                         counters))
         return {"∂x": dx}, {"∂x": dx_ref}, {"∂x": n_out}, counters
-    tiles = _tiles(n_in, n_out, tile)
-    scratch, counters = _splitk(r, tiles, splits, slab(tile))
+    grid, scratch, counters = _product_launch(r, kernel, n_in, n_out, splits)
     dW, db = _nan(r, (n_in, n_out)), _nan(r, (n_out,))
-    r.launch(kernel, tiles * splits, (r.put(x), r.put(dy), dW, db, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
+    r.launch(kernel, grid, (r.put(x), r.put(dy), dW, db, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
                                     counters))
     return {"∂W": dW, "∂b": db}, {"∂W": dW_ref, "∂b": db_ref}, {"∂W": B, "∂b": B}, counters
 

@@ -90,3 +90,18 @@ KERNEL_SHAPES += [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for name, sha
     ("embed_backward", dict(B=37, d=20, splits=2)),
     ("embed_backward", dict(B=9, d=66, embed="full", shift=0.25)),
 ]]  # (small: the emulator's mma is slow; test_cuda_gpu.py runs them at litenet-base's sizes)
+
+# The wide (128 × 128) BF16 products (gemm_wide.cuh): ragged tiles in both directions, a K split into
+# uneven ranges, rows not 16-byte aligned (element loads), ∂b through each half's split-K sum.
+KERNEL_SHAPES += [
+    ("linear_forward_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
+    ("linear_gelu_forward_wide_bf16", dict(B=5, n_in=67, n_out=70)),
+    ("linear_backward_input_wide_bf16", dict(B=70, n_in=129, n_out=50)),
+    ("linear_backward_weight_wide_bf16", dict(B=90, n_in=65, n_out=130, splits=3)),
+    ("linear_backward_weight_wide_bf16", dict(B=37, n_in=10, n_out=7)),
+    ("embed_forward_wide_bf16", dict(B=9, d=130, splits=2)),
+    ("embed_backward_wide_bf16", dict(B=37, d=20, splits=2)),
+]
+
+# The same products in wide fp32 tiles (8 × 8 outputs a thread on the SIMT cores).
+KERNEL_SHAPES += [(name.removesuffix("_bf16"), shape) for name, shape in KERNEL_SHAPES[-7:]]

@@ -21,14 +21,15 @@ def pair(model, train, plan, dtype=np.float32, **options):
     return backend_pair(model, train, plan, EmuDevice(), dtype=dtype, **options)
 
 
-@pytest.mark.parametrize("plan,embed,tall", [("fused", "rows", None), ("fused", "tiles", None), ("ops", "rows", None),
-                                             ("ops", "tiles", None), ("ops", "tiles", True)])
+@pytest.mark.parametrize("plan,embed,tall,wide", [
+    ("fused", "rows", None, None), ("fused", "tiles", None, None), ("ops", "rows", None, None),
+    ("ops", "tiles", None, None), ("ops", "tiles", True, None), ("ops", "tiles", None, True)])
 @pytest.mark.parametrize("model,loss", [(SMALL, "margin"), (FULL, "cross-entropy")])
-def test_one_step_equals_reference(model, loss, plan, embed, tall):
+def test_one_step_equals_reference(model, loss, plan, embed, tall, wide):
     """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy, with
-    each version of the embedding, and with tall (128-row) tiles for every product."""
+    each version of the embedding, and with tall (128-row) or wide (128 × 128) tiles for every product."""
     train = TrainConfig(batch_size=12, loss=loss)
-    cuda, ref = pair(model, train, plan, dtype=np.float64, embed=embed, tall=tall)
+    cuda, ref = pair(model, train, plan, dtype=np.float64, embed=embed, tall=tall, wide=wide)
     compare_one_step(cuda, ref, model, 12)
 
 

@@ -25,7 +25,7 @@ def backend(precision, plan="ops", embed="tiles", **options):
 
 
 def base_name(kernel: str) -> str:
-    return kernel.removesuffix("_tf32").removesuffix("_bf16").removesuffix("_tall")
+    return kernel.removesuffix("_tf32").removesuffix("_bf16").removesuffix("_tall").removesuffix("_wide")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
@@ -51,6 +51,21 @@ def test_one_step_equals_reference_within_precision(precision, plan):
     compare_one_step(cuda, ref, SMALL, 12, tol=TOLERANCES[precision])
 
 
+def test_wide_tiles_run_every_product_and_equal_reference():
+    """wide=True: every tile product of the step in 128 × 128 BF16 tiles (gemm_wide.cuh), each launch
+    held to its twin by check_kernels, and the step's gradient equal to float64 NumPy's within BF16's
+    tolerance (the choice in use, geometry.choose_wide, picks them only for large products)."""
+    cuda = backend("bf16", wide=True, check_kernels=1)
+    cuda.load_dataset(*data())
+    products = [x.kernel for x in cuda._steps if base_name(x.kernel) in PRODUCTS]
+    assert products and all(k.endswith("_wide_bf16") for k in products), products
+    cuda.train_steps(*schedule(1, 40, 12))
+    assert max(max(v.values()) for v in cuda.check_report.values()) <= 1.0
+    cuda, ref = backend_pair(SMALL, TRAIN, "ops", EmuDevice(), dtype=np.float64, embed="tiles", precision="bf16",
+                             wide=True)
+    compare_one_step(cuda, ref, SMALL, 12, tol=TOLERANCES["bf16"])
+
+
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
 def test_check_kernels_holds_each_product_to_its_precision(precision):
     cuda = backend(precision, check_kernels=2)
@@ -69,6 +84,8 @@ def test_refusals_name_the_fix():
         CudaBackend(SMALL, TRAIN, init_params(SMALL, 0), device=Pascal(), precision="bf16")
     with pytest.raises(UsageError, match="fp32 only"):
         backend("tf32", tall=True)
+    with pytest.raises(UsageError, match="fp32 or BF16"):
+        backend("tf32", wide=True)
     with pytest.raises(UsageError, match="precision must be"):
         backend("fp16")
     assert backend("tf32", tall=False).precision == "tf32"

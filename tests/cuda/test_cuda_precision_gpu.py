@@ -1,6 +1,6 @@
 """The MLP's CudaBackend in TF32 and BF16 on a real GPU (sm_80+; `make test-gpu`, skipped without one):
-the tensor-core tile products against their float64 twins at litenet-base's shape (widths 256 and
-1024, batch 1024), whole steps against float64 NumPy and check_kernels over real steps, each within
+the tensor-core tile products (64-row and wide) against their float64 twins at litenet-base's shape
+(widths 256 and 1024, batch 1024), whole steps against float64 NumPy and check_kernels over real steps, each within
 its precision's computed tolerance (check.TOLERANCES)."""
 
 import dataclasses
@@ -34,7 +34,15 @@ REAL = [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for name, shape in [
     ("linear_backward_input", dict(B=1024, n_in=2048, n_out=1024)),
     ("linear_backward_weight", dict(B=1024, n_in=1024, n_out=2048, splits=2)),
     ("linear_backward_weight", dict(B=1024, n_in=256, n_out=10, splits=8)),
-]]
+]] + [  # the wide BF16 tiles (gemm_wide.cuh) at the sizes geometry.choose_wide gives them: width 1024
+    ("embed_forward_wide_bf16", dict(B=1024, d=1024, embed="full", shift=0.5, splits=1)),
+    ("embed_backward_wide_bf16", dict(B=1024, d=1024, embed="full", splits=2)),
+    ("linear_gelu_forward_wide_bf16", dict(B=1024, n_in=1024, n_out=2048)),
+    ("linear_forward_wide_bf16", dict(B=1024, n_in=2048, n_out=1024, splits=2)),
+    ("linear_backward_input_wide_bf16", dict(B=1024, n_in=2048, n_out=1024)),
+    ("linear_backward_weight_wide_bf16", dict(B=1024, n_in=1024, n_out=2048, splits=2)),
+    ("linear_backward_weight_wide_bf16", dict(B=1000, n_in=1030, n_out=250, splits=3)),
+]
 
 
 def _device():
@@ -58,6 +66,18 @@ def test_one_step_equals_reference_on_gpu(width, precision):
     cuda, ref = backend_pair(model, train, "auto", _device(), dtype=np.float64, n=1024, precision=precision)
     worst = compare_one_step(cuda, ref, model, 256, n=1024, tol=TOLERANCES[precision])
     print(f"{precision} width {width}: worst error {max(worst.values()):.3f} of its bound")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_one_step_in_wide_tiles_equals_reference_on_gpu(precision):
+    """Every product of a width-1024 step in wide tiles (forced: at batch 256 choose_wide keeps most
+    in 64-row tiles), fp32 and BF16, against float64 NumPy."""
+    model, train = base_shape(1024), TrainConfig(batch_size=256, loss="cross-entropy")
+    cuda, ref = backend_pair(model, train, "ops", _device(), dtype=np.float64, n=1024, precision=precision,
+                             wide=True)
+    assert any("_wide" in x.kernel for x in cuda._steps)
+    worst = compare_one_step(cuda, ref, model, 256, n=1024, tol=TOLERANCES[precision])
+    print(f"{precision} wide width 1024: worst error {max(worst.values()):.3f} of its bound")
 
 
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])

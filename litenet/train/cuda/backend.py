@@ -36,8 +36,9 @@ from litenet.train.cuda.schedule_ring import DeviceSchedule, check_images, check
 from litenet.train.parallel.comm import local_columns, reduces
 
 PLANS = ("auto", "fused", "ops")
-# The embedding's version (geometry.choose_embed) and the products' tile shape (geometry.choose_tall;
-# None: chosen per product, True/False: tall tiles everywhere or nowhere): tests and benchmarks pick.
+# The embedding's version (geometry.choose_embed) and the products' tile shapes (geometry.choose_tall,
+# choose_wide; None: chosen per product, True/False: tall or wide tiles everywhere or nowhere — wide for
+# BF16 only): tests and benchmarks pick.
 EMBEDS = ("auto", "rows", "tiles")
 ACTIVATIONS = ("S", "X", "U", "A", "NRM", "RSTD", "Z", "DY", "DS", "DH0", "G1", "G2", "G3", "GH", "DZ", "PS")
 
@@ -50,7 +51,7 @@ class CudaBackend(DeviceSchedule):
     def __init__(self, model: ModelConfig, train: TrainConfig, params: np.ndarray, check_kernels: int = 0,
                  plan: str = "auto", graph: bool = True, steps_per_graph: int = 8, device=None,
                  capacity: int | None = None, embed: str = "auto", tall: bool | None = None, comm=None,
-                 precision: str | None = None):
+                 precision: str | None = None, wide: bool | None = None):
         precision = precision or train.precision
         check_precision(precision)
         if plan not in PLANS:
@@ -67,7 +68,7 @@ class CudaBackend(DeviceSchedule):
         self.comm = comm if reduces(comm) else None
         self.columns = local_columns(train.batch_size, comm)  # this rank's share of every step's batch
         self.batch = self.columns.stop - self.columns.start
-        self.geometry = Geometry(model, self.batch, device.sm_count, embed, tall, precision)
+        self.geometry = Geometry(model, self.batch, device.sm_count, embed, tall, precision, wide)
         self.plan = choose_plan(self.geometry) if plan == "auto" else plan
         if self.plan == "fused" and not self.geometry.fused_ok:
             raise LiteNetError("this model's rows do not fit the fused kernel's shared memory; use plan='ops'")

@@ -1,4 +1,4 @@
-"""Launch shapes: how each product is cut into tiles (64 or 128 rows × 64) and K splits, in which
+"""Launch shapes: how each product is cut into tiles (64 or 128 rows × 64, or 128 × 128) and K splits, in which
 precision it multiplies, the embedding's version and rows per block, the fused kernel's rows per
 block, the weight-gradient job table, and the choice between the two step plans.
 
@@ -8,6 +8,7 @@ before anything is allocated and the tests can check the plans on the CPU.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -54,12 +55,26 @@ def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
     return weight_grad and M >= 256 and N >= 256 and K >= 2048
 
 
+WIDE = 128  # rows and columns of a "wide" tile (kernels' _wide and _wide_bf16 versions, gemm_wide.cuh)
+WIDE_MIN_WORK = 1 << 30  # multiply-adds (M·N·K) from which a product takes wide tiles
+WIDE_BLOCKS = {"fp32": 2, "bf16": 1}  # blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*)
+
+
+def choose_wide(M: int, N: int, K: int, precision: str) -> bool:
+    """Wide tiles (128 × 128; fp32 on the SIMT cores, or BF16 rounded as it is staged) for large
+    products: litenet-base's shape at widths 1024 and 2048, where PyTorch's cuBLAS step was faster
+    than the 64-row tiles' (kernels/gemm_wide.cuh says why). Not TF32 (no wide version), not the
+    Mixer's products (its own plans), nor products narrower than a tile."""
+    return precision in WIDE_BLOCKS and min(M, N) >= WIDE and M * N * K >= WIDE_MIN_WORK
+
+
 @dataclass(frozen=True)
 class Gemm:
-    """C (M × N) = A (M × K) · B (K × N) cut into tiles of 64 or 128 (tall) rows × 64 columns and
-    `splits` K ranges, multiplied in `precision` ("fp32" on the SIMT cores, "tf32" / "bf16" on the
-    tensor cores: mma.cuh, 64-row tiles only; the kernel-name suffixes are schedule_ring.PRECISIONS, one
-    map for both families)."""
+    """C (M × N) = A (M × K) · B (K × N) cut into tiles of 64 or 128 (tall) rows × 64 columns, or
+    128 × 128 (wide: gemm_wide.cuh, fp32 and BF16), and `splits` K ranges, multiplied in `precision`
+    ("fp32" on the SIMT cores, "tf32" / "bf16" on the tensor cores: mma.cuh, 64-row or wide tiles;
+    the kernel-name suffixes are schedule_ring.PRECISIONS, one map for both families). A wide tile's
+    split-K sums each 128 × 64 half apart, as a tall tile."""
 
     M: int
     N: int
@@ -67,29 +82,47 @@ class Gemm:
     splits: int
     tall: bool = False
     precision: str = "fp32"
+    wide: bool = False
 
     @classmethod
     def plan(cls, M, N, K, sm_count, tall: bool | None = None, weight_grad: bool = False,
-             precision: str = "fp32") -> "Gemm":
-        if precision != "fp32":  # the tensor-core versions exist for 64-row tiles only
+             precision: str = "fp32", wide: bool | None = None) -> "Gemm":
+        if wide is None:  # tall tiles asked for everywhere keep every product tall
+            wide = not tall and choose_wide(M, N, K, precision)
+        if wide and precision not in WIDE_BLOCKS:
+            raise UsageError(f"wide (128 × 128) tiles are fp32 or BF16, not {precision}")
+        if precision != "fp32":  # the tensor-core versions exist for 64-row and wide tiles only
             if tall:
                 raise UsageError(f"tall (128-row) tiles are fp32 only; precision {precision} uses 64-row tiles")
             tall = False
-        tall = choose_tall(M, N, K, weight_grad) if tall is None else tall
-        rows = TALL if tall else TILE
-        return cls(M, N, K, choose_splits(math.ceil(M / rows) * math.ceil(N / TILE), K, sm_count), tall, precision)
+        if wide and tall:
+            raise UsageError("a product's tiles are tall or wide, not both")
+        tall = False if wide else choose_tall(M, N, K, weight_grad) if tall is None else tall
+        shape = cls(M, N, K, 1, tall, precision, wide)
+        share = WIDE_BLOCKS[precision] / 2 if wide else 1.0  # choose_splits aims at two blocks a multiprocessor
+        return dataclasses.replace(shape, splits=choose_splits(shape.tiles, K, sm_count, share))
 
     @property
     def tile_rows(self) -> int:
-        return TALL if self.tall else TILE
+        return TALL if self.tall or self.wide else TILE
+
+    @property
+    def tile_cols(self) -> int:
+        return WIDE if self.wide else TILE
 
     def kernel(self, name: str) -> str:
         """The version of kernel `name` for this tile shape and precision."""
-        return (name + "_tall" if self.tall else name) + PRECISIONS[self.precision]
+        shape = "_tall" if self.tall else "_wide" if self.wide else ""
+        return name + shape + PRECISIONS[self.precision]
 
     @property
     def tiles(self) -> int:
-        return math.ceil(self.M / self.tile_rows) * math.ceil(self.N / TILE)
+        return math.ceil(self.M / self.tile_rows) * math.ceil(self.N / self.tile_cols)
+
+    @property
+    def fixup_tiles(self) -> int:
+        """The tiles split-K sums apart (its counters): a wide tile's two halves each."""
+        return 2 * self.tiles if self.wide else self.tiles
 
     @property
     def grid(self) -> int:
@@ -97,7 +130,7 @@ class Gemm:
 
     @property
     def scratch(self) -> int:
-        return self.tiles * self.splits * slab(self.tile_rows) if self.splits > 1 else 0
+        return self.fixup_tiles * self.splits * slab(self.tile_rows) if self.splits > 1 else 0
 
 
 @dataclass(frozen=True)
@@ -122,13 +155,15 @@ class Geometry:
 
     `precision` applies to the tile products (self.gemms: the embedding's, the layers', the head's);
     the row kernels (embed_forward_rows, fused_rows, fused_weight_grads, LayerNorm, loss, update)
-    stay fp32 in every precision: they are small or bound by memory, and have no tensor-core version."""
+    stay fp32 in every precision: they are small or bound by memory, and have no tensor-core version.
+    `tall` and `wide` force those tile shapes on every product (True) or on none (False); None
+    chooses per product (choose_tall, choose_wide)."""
 
     def __init__(self, model: ModelConfig, batch: int, sm_count: int, embed: str = "auto", tall: bool | None = None,
-                 precision: str = "fp32"):
+                 precision: str = "fp32", wide: bool | None = None):
         B, d, H, C, K = batch, model.width, model.hidden, model.classes, model.embed_inputs
         self.model, self.batch, self.sm_count, self.precision = model, batch, sm_count, precision
-        g = lambda M, N, K_, dw=False: Gemm.plan(M, N, K_, sm_count, tall, dw, precision)  # noqa: E731
+        g = lambda M, N, K_, dw=False: Gemm.plan(M, N, K_, sm_count, tall, dw, precision, wide)  # noqa: E731
         self.gemms = {  # ∂W products also give ∂b (the first tile row sums ∂y's columns)
             "embed_forward": g(B, d, K), "embed_backward": g(K, d, B),
             "fc1_forward": g(B, H, d), "fc2_forward": g(B, d, H), "head_forward": g(B, C, d),
@@ -144,7 +179,7 @@ class Geometry:
         self.rows, self.fused_smem = fused_rows_shape(model, batch, sm_count)
         self.jobs, jobs_scratch, jobs_counters = weight_grad_jobs(model, batch, sm_count)
         self.scratch = max([x.scratch for x in self.gemms.values()] + [self.layernorm_grads.scratch, jobs_scratch, 1])
-        self.counters = max([x.tiles * TILE_COUNTERS for x in self.gemms.values()]
+        self.counters = max([x.fixup_tiles * TILE_COUNTERS for x in self.gemms.values()]
                             + [self.layernorm_grads.tiles * TILE_COUNTERS, jobs_counters])
 
     @property

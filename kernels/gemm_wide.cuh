@@ -1,0 +1,327 @@
+// gemm_wide.cuh — the tile product of large products in tiles of 128 × 128 (gemm.cuh's are 64 or
+// 128 rows × 64), in fp32 on the SIMT cores (sm_61 on) or BF16 on the tensor cores (sm_80 on);
+// chosen per product by geometry.Gemm.wide (large M·N·K).
+//
+// Why: at litenet-base's widths 1024–2048 PyTorch's cuBLAS step was up to 1.4× (fp32) and 2.4×
+// (BF16) faster than LiteNet's on an H200 (bench/results/gpu-mixer-2026-12-03.md). A wider tile
+// halves what each output costs in shared-memory reads and global loads:
+//   fp32  thread t (t = 16·ty + tx) owns rows 8·ty … +7 and columns 4·tx … +3 and 64 + 4·tx … +3:
+//         64 multiply-adds per k against four 16-byte shared reads (the tall tile: 32 against three).
+//         k steps of 16, operands staged [k][i] as gemm.cuh's register path stages them.
+//   BF16  gemm.cuh's tensor-core path stages fp32 operands and rounds each fragment as a warp reads
+//         it; its 64 × 64 tile gives a warp 32 × 16 outputs — per k16, 4 mma against 12 eight-byte
+//         shared reads and 12 conversions: shared memory, not the tensor cores, set its pace (about
+//         60 TFLOP/s). Here each operand is rounded to BF16 once, as it is staged, and warp w (8 warps
+//         as 2 rows × 4 columns) owns rows 64·(w/4) … +63, columns 32·(w%4) … +31: 4 × 4 mma tiles of
+//         16 × 8 (mma.cuh's m16n8k16 fragments) — per k16, 16 mma against 24 four-byte shared reads
+//         that meet no bank twice, and no conversions. k steps of 32. A staged operand X(k, i) (i = m
+//         for A, n for B) is words of two BF16 (k even in the low half), by its layout in memory:
+//           contiguous along k  words [i][k/2], rows of 20 words (16 + 4 padding; 8-byte stores)
+//           contiguous along i  words [k/2][i], rows of 136 words (128 + 8; 16-byte stores)
+// Both: two shared buffers, the next k step fetched into registers while the current one multiplies
+// (as gemm.cuh's fp32 path). Then each 128 × 64 half of the tile, in gemm.cuh's tall SIMT layout
+// (thread t owns acc[i][j] = C[8·ty + i][4·tx + j]; the BF16 tile gets there through shared memory),
+// goes through splitk.cuh's tile_fixup as a tall tile of its own (slab LN_SLAB_OF(8), counters of
+// half 2·tile + h), so split-K and every epilogue are the tall tile's.
+//
+// Rounding and order: fp32 sums in k order as the other fp32 tiles; BF16 rounds the same values (to
+// nearest even) as the 64-row path and sums the same k16 chunks in k order.
+// Limits: any M, N, K (guarded loads read 0 outside); column sums only where B is contiguous along n
+// (the ∂W products': elsewhere none are asked for).
+#pragma once
+
+#include "splitk.cuh"
+
+#define LN_WIDE 128                   // tile rows and columns
+#define LN_WIDE_ROW_K 20              // BF16: words per row of a k-contiguous staged operand ([i][k/2])
+#define LN_WIDE_ROW_I 136             // BF16: words per row of an i-contiguous one ([k/2][i])
+#define LN_WIDE_OPERAND (LN_WIDE * LN_WIDE_ROW_K)  // BF16: words per staged operand (≥ 16 · 136)
+// Blocks a multiprocessor each version is compiled for (__launch_bounds__), from ptxas (sm_90): fp32
+// fits 128 registers without spilling, so two; BF16 needs about 210 (64 accumulators, 32 floats of
+// the next step, 24 fragment words) and spills hundreds of bytes at 128, so one.
+#define LN_WIDE_BLOCKS_FP32 2
+#define LN_WIDE_BLOCKS_BF16 1
+
+struct __align__(16) WideSmem {
+    union {
+        unsigned int bf16[2][2][LN_WIDE_OPERAND];       // WideBf16's staged steps [buffer][A, B][word]
+        float fp32[2][2][LN_TK][LN_WIDE + LN_SPAD];     // WideFp32's [buffer][A, B][k][i]
+        float half_out[LN_WIDE][LN_TILE + LN_SPAD];     // one 128 × 64 half of a BF16 tile, in the epilogue
+        float fold[LN_THREADS / 32][LN_WIDE];           // the warps' column sums, folded
+    };
+    float colsums[LN_WIDE];  // Σ_k B(k, n0 + c), c < 128
+};
+
+// ---------------------------------------------------------------------------------------------
+// fp32 on the SIMT cores.
+
+struct WideFp32 {
+    static constexpr int TK = LN_TK, VECS = 2;  // k per step; 4-vectors fetched per operand and thread
+    float acc[8][8];                            // rows 8·ty + i, columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
+
+    __device__ __forceinline__ void zero() {
+        for (int i = 0; i < 8; ++i)
+            for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+    }
+
+    // X(k, i) for k0 ≤ k < k0 + 16, i0 ≤ i < i0 + 128 (zeros past k_end and I) into thread t's
+    // registers at gemm.cuh's FetchSlots<128> (memory: X(k, i) = p[i·ld + k] when K_CONTIGUOUS, else
+    // p[k·ld + i]).
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
+                                                 float4 (&v)[VECS]) {
+        const FetchSlots<LN_WIDE, !K_CONTIGUOUS> f;
+        const Mat<true> rows{p, ld};
+#pragma unroll
+        for (int l = 0; l < VECS; ++l) {
+            const int i = i0 + f.x[l], k = k0 + f.kk[l];
+            v[l] = K_CONTIGUOUS ? rows.load4(i, k, i < I ? min(4, k_end - k) : 0)
+                                : rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
+        }
+    }
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
+        ::stage(s.fp32[buf][operand], FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), v);
+    }
+    template <bool KA, bool KB>
+    __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
+        const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+#pragma unroll
+        for (int kk = 0; kk < LN_TK; ++kk) {
+            const float4 a0 = ld4(&s.fp32[buf][0][kk][8 * ty]), a1 = ld4(&s.fp32[buf][0][kk][8 * ty + 4]);
+            const float4 b0 = ld4(&s.fp32[buf][1][kk][4 * tx]), b1 = ld4(&s.fp32[buf][1][kk][LN_TILE + 4 * tx]);
+            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+        }
+    }
+    // Columns 64·h … +63: thread t's out[i][j] = C[8·ty + i][64·h + 4·tx + j] (the tall layout).
+    __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem&) const {
+        for (int i = 0; i < 8; ++i)
+            for (int j = 0; j < 4; ++j) out[i][j] = acc[i][4 * h + j];
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// BF16 on the tensor cores.
+
+// Where X(k, i)'s word (k/2 = kw) lies in a staged operand.
+template <bool K_CONTIGUOUS>
+__device__ __forceinline__ int wide_word(int kw, int i) {
+    return K_CONTIGUOUS ? i * LN_WIDE_ROW_K + kw : kw * LN_WIDE_ROW_I + i;
+}
+
+__device__ __forceinline__ float word_bits(unsigned int w) { return __int_as_float((int)w); }
+
+struct WideBf16 {
+    static constexpr int TK = 32, VECS = 4;
+    float acc[4][4][4];  // [mi][ni]: warp w's mma tile at rows 64·(w/4) + 16·mi, columns 32·(w%4) + 8·ni
+
+    __device__ __forceinline__ void zero() {
+        for (int mi = 0; mi < 4; ++mi)
+            for (int ni = 0; ni < 4; ++ni)
+                for (int j = 0; j < 4; ++j) acc[mi][ni][j] = 0.f;
+    }
+
+    // X(k, i) for k0 ≤ k < k0 + 32, i0 ≤ i < i0 + 128, zeros past k_end and I, in thread t's registers:
+    //   K_CONTIGUOUS  v[l], e = t + 256·l: row i0 + e / 8, k = k0 + 4·(e % 8) … +3
+    //   else          v[2l], v[2l + 1], e = t + 256·l (l < 2): k rows k0 + 2·(e / 32) and the next, of
+    //                 columns i0 + 4·(e % 32) … +3 — the two rows whose values share a word
+    // Consecutive threads walk the contiguous index: a warp reads 4 rows of 128 bytes, or one of 512.
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
+                                                 float4 (&v)[VECS]) {
+        const Mat<true> rows{p, ld};  // rows(r, c … c+3): K_CONTIGUOUS r = i, c = k; else r = k, c = i
+#pragma unroll
+        for (int l = 0; l < VECS; ++l) {
+            if (K_CONTIGUOUS) {
+                const int e = threadIdx.x + LN_THREADS * l, i = i0 + e / 8, k = k0 + 4 * (e % 8);
+                v[l] = rows.load4(i, k, i < I ? min(4, k_end - k) : 0);
+            } else {
+                const int e = threadIdx.x + LN_THREADS * (l >> 1), i = i0 + 4 * (e % 32);
+                const int k = k0 + 2 * (e / 32) + (l & 1);
+                v[l] = rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
+            }
+        }
+    }
+    // The fetched step into a staged operand, rounded to BF16 pairs.
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
+        unsigned int* dst = s.bf16[buf][operand];
+#pragma unroll
+        for (int l = 0; l < (K_CONTIGUOUS ? 4 : 2); ++l) {
+            const int e = threadIdx.x + LN_THREADS * l;
+            if (K_CONTIGUOUS) {
+                float* q = reinterpret_cast<float*>(dst + wide_word<true>(2 * (e % 8), e / 8));
+                LN_CHECK_ALIGN(q, 8);
+                *reinterpret_cast<float2*>(q) = make_float2(word_bits(to_bf16x2(v[l].x, v[l].y)),
+                                                            word_bits(to_bf16x2(v[l].z, v[l].w)));
+            } else {
+                const float4 lo = v[2 * l], hi = v[2 * l + 1];
+                st4(reinterpret_cast<float*>(dst + wide_word<false>(e / 32, 4 * (e % 32))),
+                    make_float4(word_bits(to_bf16x2(lo.x, hi.x)), word_bits(to_bf16x2(lo.y, hi.y)),
+                                word_bits(to_bf16x2(lo.z, hi.z)), word_bits(to_bf16x2(lo.w, hi.w))));
+            }
+        }
+    }
+    // One staged k step of 32 (two k16) into the warp's 4 × 4 mma tiles, fragments read as whole words.
+    template <bool KA, bool KB>
+    __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
+        const unsigned int *sa = s.bf16[buf][0], *sb = s.bf16[buf][1];
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+        const int r0 = 64 * (warp >> 2), c0 = 32 * (warp & 3);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int kw = 8 * h + q;
+            unsigned int a[4][4], b[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi) {
+                const int r = r0 + 16 * mi + g;
+                a[mi][0] = sa[wide_word<KA>(kw, r)];
+                a[mi][1] = sa[wide_word<KA>(kw, r + 8)];
+                a[mi][2] = sa[wide_word<KA>(kw + 4, r)];
+                a[mi][3] = sa[wide_word<KA>(kw + 4, r + 8)];
+            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ++ni) {
+                const int c = c0 + 8 * ni + g;
+                b[ni][0] = sb[wide_word<KB>(kw, c)];
+                b[ni][1] = sb[wide_word<KB>(kw + 4, c)];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], a[mi], b[ni]);
+        }
+    }
+    // Columns 64·h … +63 from the warps' fragments into thread t's out[i][j] = C[8·ty + i][64·h + 4·tx
+    // + j], through shared memory. Every thread must call it; it starts with a barrier.
+    __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem& s) const {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+        const int r0 = 64 * (warp >> 2), c0 = 32 * (warp & 3) - LN_TILE * h;
+        __syncthreads();  // every warp is done with the staged operands, the fold or the other half
+        if (c0 >= 0 && c0 < LN_TILE) {  // the two warp columns of this half
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni) {
+                    const int r = r0 + 16 * mi + g, c = c0 + 8 * ni + 2 * q;
+                    s.half_out[r][c] = acc[mi][ni][0];
+                    s.half_out[r][c + 1] = acc[mi][ni][1];
+                    s.half_out[r + 8][c] = acc[mi][ni][2];
+                    s.half_out[r + 8][c + 1] = acc[mi][ni][3];
+                }
+        }
+        __syncthreads();
+        const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+        for (int i = 0; i < 8; ++i) {
+            const float4 v = ld4(&s.half_out[8 * ty + i][4 * tx]);
+            out[i][0] = v.x;
+            out[i][1] = v.y;
+            out[i][2] = v.z;
+            out[i][3] = v.w;
+        }
+    }
+};
+
+template <class P>
+struct WideOf;  // fp32 and BF16 only (geometry.Gemm.plan refuses TF32)
+template <>
+struct WideOf<PrecFp32> {
+    typedef WideFp32 type;
+};
+template <>
+struct WideOf<PrecBf16> {
+    typedef WideBf16 type;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The k loop, split-K and the epilogue, for both.
+
+// tile.acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the 128 × 128 tile at (m0, n0); with
+// `colsums`, cs is this thread's share of B's column sums in fp32 (the values before any rounding;
+// B contiguous along n: both fetches give a thread the same 4 columns in every vector). Ends with a
+// barrier.
+template <class T, bool SA, bool SB>
+__device__ void wide_tile(T& tile, const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
+                          int n0, bool colsums, float4& cs, WideSmem& s) {
+    tile.zero();
+    cs = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 ra[T::VECS], rb[T::VECS];
+    auto fetch = [&](int k0) {
+        T::template fetch<SA>(a.p, a.ld, M, m0, k0, k_end, ra);
+        T::template fetch<!SB>(b.p, b.ld, N, n0, k0, k_end, rb);
+    };
+    auto stage = [&](int buf) {
+        T::template stage<SA>(s, buf, 0, ra);
+        T::template stage<!SB>(s, buf, 1, rb);
+        if (SB && colsums)
+            for (int l = 0; l < T::VECS; ++l) add4(cs, rb[l]);
+    };
+    if (k_begin < k_end) {
+        fetch(k_begin);
+        stage(0);
+    }
+    __syncthreads();
+    int buf = 0;
+    for (int k0 = k_begin; k0 < k_end; k0 += T::TK, buf ^= 1) {
+        const bool more = k0 + T::TK < k_end;
+        if (more) fetch(k0 + T::TK);  // in flight during the multiply
+        tile.template multiply<SA, !SB>(s, buf);
+        if (more) stage(buf ^ 1);  // last read before the previous barrier
+        __syncthreads();
+    }
+}
+
+// Block x of a launch over ⌈M / 128⌉ · ⌈N / 128⌉ tiles (n fastest), each split `splits` ways.
+struct WideCoords {
+    int m0, n0, tile, split;
+    __device__ WideCoords(int splits, int N) {
+        const int tiles_n = (N + LN_WIDE - 1) / LN_WIDE;
+        tile = blockIdx.x / splits;
+        split = blockIdx.x % splits;
+        m0 = (tile / tiles_n) * LN_WIDE;
+        n0 = (tile % tiles_n) * LN_WIDE;
+    }
+};
+
+// C = A·B in 128 × 128 tiles of precision P (PrecFp32 or PrecBf16) with K split `splits` ways, then
+// `epilogue(TileAt<8> at, acc[8][4], colsum)` on each 128 × 64 half in the block that ends holding
+// it (the tall tile's contract; thread t < 64's colsum is column at.n0 + t's when `first_row_sums`
+// and the tile is in the first row: a bias gradient). scratch ≥ 2 · tiles · splits · LN_SLAB_OF(8)
+// floats when splits > 1; counters ≥ 2 · tiles · LN_TILE_COUNTERS zeroed (geometry.Gemm.fixup_tiles).
+template <class P, bool SA, bool SB, class Epilogue>
+__device__ void gemm_wide(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int K, int splits, float* scratch,
+                          unsigned int* counters, bool first_row_sums, const Epilogue& epilogue) {
+    __shared__ WideSmem s;
+    const WideCoords wc(splits, N);
+    const bool colsums = first_row_sums && wc.m0 == 0;
+    int k_begin, k_end;
+    split_range(K, wc.split, splits, k_begin, k_end);
+    typename WideOf<P>::type tile;
+    float4 cs;
+    wide_tile(tile, a, b, M, N, k_begin, k_end, wc.m0, wc.n0, colsums, cs, s);
+    if (colsums) {  // warp w's threads hold 4 columns each of k rows w, w + 8, …: fold in warp order
+        st4(&s.fold[threadIdx.x >> 5][4 * (threadIdx.x & 31)], cs);
+        __syncthreads();
+        if ((int)threadIdx.x < LN_WIDE) {
+            float total = 0.f;
+            for (int w = 0; w < LN_THREADS / 32; ++w) total += s.fold[w][threadIdx.x];
+            s.colsums[threadIdx.x] = total;
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // unrolled: the fp32 tile's accumulators are indexed by h
+        float part[8][4];
+        tile.half_tile(h, part, s);
+        float colsum = colsums && threadIdx.x < LN_TILE ? s.colsums[LN_TILE * h + threadIdx.x] : 0.f;
+        const int half = 2 * wc.tile + h;
+        if (tile_fixup<8>(part, colsums, colsum, wc.split, splits, scratch + (size_t)half * splits * LN_SLAB_OF(8),
+                          tile_counters(counters, half)))
+            epilogue(TileAt<8>(wc.m0, wc.n0 + LN_TILE * h), part, colsum);
+    }
+}

@@ -1,0 +1,50 @@
+"""geometry's choice of wide (128 × 128) tiles, on the CPU: which products of litenet-base's shape take
+them, how their K is split, and what their split-K needs (each 128 × 64 half is summed apart)."""
+
+import dataclasses
+
+import pytest
+
+from litenet.errors import UsageError
+from litenet.gpu.splitk import TILE_COUNTERS
+from litenet.model import load_preset
+from litenet.train.cuda.geometry import Gemm, Geometry, slab
+
+H200_SMS = 132
+BASE = load_preset("litenet-base").model
+
+
+def geometry(width, batch, precision, **options):
+    model = dataclasses.replace(BASE, width=width, hidden=2 * width)
+    return Geometry(model, batch, H200_SMS, precision=precision, **options)
+
+
+@pytest.mark.parametrize("precision,suffix", [("fp32", "_wide"), ("bf16", "_wide_bf16")])
+def test_large_products_take_wide_tiles_and_the_head_does_not(precision, suffix):
+    g = geometry(1024, 1024, precision)
+    wide = {name for name, gm in g.gemms.items() if gm.wide}
+    assert wide == set(g.gemms) - {"head_forward", "head_backward_weight", "head_backward_input"}
+    assert g.gemms["fc1_forward"].kernel("linear_gelu_forward") == "linear_gelu_forward" + suffix
+    for gm in g.gemms.values():  # the arena's scratch and counters hold every product's split-K
+        assert g.scratch >= gm.scratch and g.counters >= gm.fixup_tiles * TILE_COUNTERS
+
+
+def test_small_shapes_tf32_and_explicit_tall_keep_their_tiles():
+    assert not any(gm.wide for gm in geometry(256, 1024, "bf16").gemms.values())
+    assert not any(gm.wide for gm in geometry(1024, 1024, "tf32").gemms.values())
+    tall = geometry(1024, 1024, "fp32", tall=True)
+    assert all(gm.tall and not gm.wide for gm in tall.gemms.values())
+    with pytest.raises(UsageError, match="fp32 or BF16"):
+        geometry(256, 256, "tf32", wide=True)
+    with pytest.raises(UsageError, match="tall or wide"):
+        Gemm.plan(1024, 1024, 1024, H200_SMS, tall=True, wide=True)
+
+
+def test_wide_tiles_count_halves_for_split_k():
+    gm = Gemm.plan(200, 300, 4096, H200_SMS, precision="bf16", wide=True)
+    assert (gm.tile_rows, gm.tile_cols, gm.tiles) == (128, 128, 2 * 3)
+    assert gm.fixup_tiles == 12 and gm.grid == 6 * gm.splits
+    # one BF16 block a multiprocessor: the split aims at one block each, 64 values of K at least
+    assert gm.splits == 16 and gm.scratch == 12 * 16 * slab(128)
+    assert Gemm.plan(200, 300, 4096, H200_SMS, wide=True).splits == 16  # fp32: capped at SPLITS_MAX too
+    assert Gemm.plan(2048, 2048, 1024, H200_SMS, precision="bf16").splits == 1  # 256 tiles: no split
