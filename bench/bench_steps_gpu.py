@@ -230,6 +230,8 @@ def main(argv=None) -> None:
     parser.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS))
     parser.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
     parser.add_argument("--no-mixer", action="store_true", help="the MLP rows only")
+    parser.add_argument("--litenet-only", action="store_true",
+                        help="LiteNet's times alone (no PyTorch, no step without wide tiles): kernel variants")
     parser.add_argument("--steps", type=int, default=24,
                         help="steps per timed run (a multiple of both backends' steps per graph, 8 and 4)")
     parser.add_argument("--repeats", type=int, default=5)
@@ -248,14 +250,15 @@ def main(argv=None) -> None:
             run = (model, train, params, images, labels, sched)
             litenet = {p: attempt(bench_litenet, *run, p, args.steps, args.repeats) for p in ("fp32", "tf32", "bf16")}
             for p in ("fp32", "bf16"):  # what the wide tiles gain, in the same run
-                if litenet[p].get("wide"):
+                if litenet[p].get("wide") and not args.litenet_only:
                     litenet[p + NO_WIDE] = attempt(bench_litenet, *run, p, args.steps, args.repeats, False)
             timed = [p for p in ("tf32", "bf16") if "ms" in litenet[p]]
             fastest = min(timed, key=lambda p: litenet[p]["ms"]) if timed else "bf16"
             for precision in ("fp32", fastest):
                 cell = {"model": name, "family": model.family, "width": model.width, "batch": batch,
                         "precision": precision, "litenet": litenet[precision],
-                        "torch_graph": attempt(bench_torch, *run, precision, args.steps, args.repeats),
+                        "torch_graph": ({"error": "not run (--litenet-only)"} if args.litenet_only
+                                        else attempt(bench_torch, *run, precision, args.steps, args.repeats)),
                         "floor": floor_ms(model, train, batch, precision)}
                 others = [p for p in ("tf32", "bf16") if p != precision] if precision != "fp32" else []
                 others += [p + NO_WIDE for p in ("fp32", "bf16") if precision in (p, "tf32") and p + NO_WIDE in litenet]
