@@ -19,7 +19,10 @@
 //           contiguous along k  words [i][k/2], rows of 20 words (16 + 4 padding; 8-byte stores)
 //           contiguous along i  words [k/2][i], rows of 136 words (128 + 8; 16-byte stores)
 // Both: two shared buffers, the next k step fetched into registers while the current one multiplies
-// (as gemm.cuh's fp32 path). Then each 128 × 64 half of the tile, in gemm.cuh's tall SIMT layout
+// (as gemm.cuh's fp32 path). For BF16 this beat a cp.async pipeline of fp32 steps rounded as the
+// fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128 registers with spills):
+// litenet-base's BF16 step at width 2048, batch 1024, 2.48 against 2.66 ms on an H200; one block a
+// multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined). Then each 128 × 64 half of the tile, in gemm.cuh's tall SIMT layout
 // (thread t owns acc[i][j] = C[8·ty + i][4·tx + j]; the BF16 tile gets there through shared memory),
 // goes through splitk.cuh's tile_fixup as a tall tile of its own (slab LN_SLAB_OF(8), counters of
 // half 2·tile + h), so split-K and every epilogue are the tall tile's.
@@ -32,19 +35,22 @@
 
 #include "splitk.cuh"
 
-#define LN_WIDE 128  // tile rows and columns
-// Blocks a multiprocessor each version is compiled for (__launch_bounds__): two, so one block's
-// barrier waits and epilogue overlap the other's multiplies (ptxas sm_90: both fit 128 registers).
+#define LN_WIDE 128                   // tile rows and columns
+#define LN_WIDE_ROW_K 20              // BF16: words per row of a k-contiguous staged operand ([i][k/2])
+#define LN_WIDE_ROW_I 136             // BF16: words per row of an i-contiguous one ([k/2][i])
+#define LN_WIDE_OPERAND (LN_WIDE * LN_WIDE_ROW_K)  // BF16: words per staged operand (≥ 16 · 136)
+// Blocks a multiprocessor each version is compiled for (__launch_bounds__), from ptxas (sm_90): fp32
+// fits 128 registers without spilling, so two; BF16 needs about 210 (64 accumulators, 32 floats of
+// the next step, 24 fragment words) and spills hundreds of bytes at 128, so one.
 #define LN_WIDE_BLOCKS_FP32 2
-#define LN_WIDE_BLOCKS_BF16 2
-#define LN_WIDE_STAGED (LN_WIDE * LN_TK)  // floats of one operand's staged k step in the BF16 pipeline
+#define LN_WIDE_BLOCKS_BF16 1
 
 struct __align__(16) WideSmem {
     union {
-        float bf16[2][2][LN_WIDE_STAGED];            // WideBf16's k steps [buffer][A, B], fp32 until read
-        float fp32[2][2][LN_TK][LN_WIDE + LN_SPAD];  // WideFp32's [buffer][A, B][k][i]
-        float fold[LN_THREADS / 32][LN_WIDE];        // the warps' column sums, folded
-        float half_out[LN_WIDE][LN_TILE + LN_SPAD];  // one 128 × 64 half of a BF16 tile, in the epilogue
+        unsigned int bf16[2][2][LN_WIDE_OPERAND];       // WideBf16's staged steps [buffer][A, B][word]
+        float fp32[2][2][LN_TK][LN_WIDE + LN_SPAD];     // WideFp32's [buffer][A, B][k][i]
+        float half_out[LN_WIDE][LN_TILE + LN_SPAD];     // one 128 × 64 half of a BF16 tile, in the epilogue
+        float fold[LN_THREADS / 32][LN_WIDE];           // the warps' column sums, folded
     };
     float colsums[LN_WIDE];  // Σ_k B(k, n0 + c), c < 128
 };
@@ -53,7 +59,7 @@ struct __align__(16) WideSmem {
 // fp32 on the SIMT cores.
 
 struct WideFp32 {
-    static constexpr int VECS = 2;  // 4-vectors fetched per operand and thread (a k step of 16)
+    static constexpr int TK = LN_TK, VECS = 2;  // k per step; 4-vectors fetched per operand and thread
     float acc[8][8];                            // rows 8·ty + i, columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
 
     __device__ __forceinline__ void zero() {
@@ -65,8 +71,8 @@ struct WideFp32 {
     // registers at gemm.cuh's FetchSlots<128> (memory: X(k, i) = p[i·ld + k] when K_CONTIGUOUS, else
     // p[k·ld + i]).
     template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void fetch_step(const float* p, int ld, int I, int i0, int k0, int k_end,
-                                                      float4 (&v)[VECS]) {
+    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
+                                                 float4 (&v)[VECS]) {
         const FetchSlots<LN_WIDE, !K_CONTIGUOUS> f;
         const Mat<true> rows{p, ld};
 #pragma unroll
@@ -77,8 +83,8 @@ struct WideFp32 {
         }
     }
     template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void stage_step(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
-        stage(s.fp32[buf][operand], FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), v);
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
+        ::stage(s.fp32[buf][operand], FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), v);
     }
     template <bool KA, bool KB>
     __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
@@ -95,9 +101,6 @@ struct WideFp32 {
                 for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
         }
     }
-    template <bool SA, bool SB>
-    __device__ void product(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0, int n0,
-                            bool colsums, float4& cs, WideSmem& s);
     // Columns 64·h … +63: thread t's out[i][j] = C[8·ty + i][64·h + 4·tx + j] (the tall layout).
     __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem&) const {
         for (int i = 0; i < 8; ++i)
@@ -108,44 +111,16 @@ struct WideFp32 {
 // ---------------------------------------------------------------------------------------------
 // BF16 on the tensor cores.
 
-// A staged k step of one operand, X(k, i) for 16 k × 128 i, fp32 as it came from global memory:
-//   contiguous along k  [i][k], rows of 16 floats with mma.cuh's Staged chunk swizzle: a BF16 pair
-//                       read (rows g, k 2q, 2q+1) is one 8-byte read meeting every bank once per
-//                       half-warp
-//   contiguous along i  [k][i], rows of 128 floats, i's 8-float groups swizzled by k (i ^ 8·(k/2 % 4)):
-//                       rows g of k 2q meet 32 banks (unswizzled, all four q would share g's bank)
+// Where X(k, i)'s word (k/2 = kw) lies in a staged operand.
 template <bool K_CONTIGUOUS>
-struct WideStaged {
-    const float* p;
-    __device__ __forceinline__ static int offset(int k, int i) {
-        return K_CONTIGUOUS ? Staged<true, 0>::offset(k, i) : k * LN_WIDE + (i ^ (8 * ((k >> 1) & 3)));
-    }
-    // X(k, i) and X(k + 1, i), k even.
-    __device__ __forceinline__ float2 pair(int k, int i) const {
-        if (K_CONTIGUOUS) return *reinterpret_cast<const float2*>(p + offset(k, i));
-        return make_float2(p[offset(k, i)], p[offset(k + 1, i)]);
-    }
-};
-
-// The operand's k step from k0 into a staged buffer by cp.async, two 16-byte chunks a thread — chunk
-// c = t + 256·l: X(k0 + 4·(c % 4) … +3, i0 + c / 4) when K_CONTIGUOUS, else X(k0 + c / 32, i0 + 4·(c %
-// 32) … +3); zeros past k_end and I (memory: X(k, i) = p[i·ld + k] or p[k·ld + i]). Consecutive
-// threads walk the contiguous index.
-template <bool K_CONTIGUOUS>
-__device__ __forceinline__ void wide_stage_async(const float* p, int ld, int I, int i0, int k0, int k_end, float* dst,
-                                                 bool async) {
-#pragma unroll
-    for (int l = 0; l < 2; ++l) {
-        const int c = threadIdx.x + LN_THREADS * l;
-        const int k = K_CONTIGUOUS ? 4 * (c & 3) : c >> 5, i = K_CONTIGUOUS ? c >> 2 : 4 * (c & 31);
-        const int bytes = K_CONTIGUOUS ? (i0 + i < I ? 4 * max(0, min(4, k_end - (k0 + k))) : 0)
-                                       : (k0 + k < k_end ? 4 * max(0, min(4, I - (i0 + i))) : 0);
-        const float* src = K_CONTIGUOUS ? p + (size_t)(i0 + i) * ld + (k0 + k) : p + (size_t)(k0 + k) * ld + (i0 + i);
-        copy16_async(dst + WideStaged<K_CONTIGUOUS>::offset(k, i), bytes > 0 ? src : p, bytes, async);
-    }
+__device__ __forceinline__ int wide_word(int kw, int i) {
+    return K_CONTIGUOUS ? i * LN_WIDE_ROW_K + kw : kw * LN_WIDE_ROW_I + i;
 }
 
+__device__ __forceinline__ float word_bits(unsigned int w) { return __int_as_float((int)w); }
+
 struct WideBf16 {
+    static constexpr int TK = 32, VECS = 4;
     float acc[4][4][4];  // [mi][ni]: warp w's mma tile at rows 64·(w/4) + 16·mi, columns 32·(w%4) + 8·ni
 
     __device__ __forceinline__ void zero() {
@@ -154,71 +129,77 @@ struct WideBf16 {
                 for (int j = 0; j < 4; ++j) acc[mi][ni][j] = 0.f;
     }
 
-    // One staged k step of 16 into the warp's 4 × 4 mma tiles, rounded to BF16 as the fragments are read.
+    // X(k, i) for k0 ≤ k < k0 + 32, i0 ≤ i < i0 + 128, zeros past k_end and I, in thread t's registers:
+    //   K_CONTIGUOUS  v[l], e = t + 256·l: row i0 + e / 8, k = k0 + 4·(e % 8) … +3
+    //   else          v[2l], v[2l + 1], e = t + 256·l (l < 2): k rows k0 + 2·(e / 32) and the next, of
+    //                 columns i0 + 4·(e % 32) … +3 — the two rows whose values share a word
+    // Consecutive threads walk the contiguous index: a warp reads 4 rows of 128 bytes, or one of 512.
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
+                                                 float4 (&v)[VECS]) {
+        const Mat<true> rows{p, ld};  // rows(r, c … c+3): K_CONTIGUOUS r = i, c = k; else r = k, c = i
+#pragma unroll
+        for (int l = 0; l < VECS; ++l) {
+            if (K_CONTIGUOUS) {
+                const int e = threadIdx.x + LN_THREADS * l, i = i0 + e / 8, k = k0 + 4 * (e % 8);
+                v[l] = rows.load4(i, k, i < I ? min(4, k_end - k) : 0);
+            } else {
+                const int e = threadIdx.x + LN_THREADS * (l >> 1), i = i0 + 4 * (e % 32);
+                const int k = k0 + 2 * (e / 32) + (l & 1);
+                v[l] = rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
+            }
+        }
+    }
+    // The fetched step into a staged operand, rounded to BF16 pairs.
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
+        unsigned int* dst = s.bf16[buf][operand];
+#pragma unroll
+        for (int l = 0; l < (K_CONTIGUOUS ? 4 : 2); ++l) {
+            const int e = threadIdx.x + LN_THREADS * l;
+            if (K_CONTIGUOUS) {
+                float* q = reinterpret_cast<float*>(dst + wide_word<true>(2 * (e % 8), e / 8));
+                LN_CHECK_ALIGN(q, 8);
+                *reinterpret_cast<float2*>(q) = make_float2(word_bits(to_bf16x2(v[l].x, v[l].y)),
+                                                            word_bits(to_bf16x2(v[l].z, v[l].w)));
+            } else {
+                const float4 lo = v[2 * l], hi = v[2 * l + 1];
+                st4(reinterpret_cast<float*>(dst + wide_word<false>(e / 32, 4 * (e % 32))),
+                    make_float4(word_bits(to_bf16x2(lo.x, hi.x)), word_bits(to_bf16x2(lo.y, hi.y)),
+                                word_bits(to_bf16x2(lo.z, hi.z)), word_bits(to_bf16x2(lo.w, hi.w))));
+            }
+        }
+    }
+    // One staged k step of 32 (two k16) into the warp's 4 × 4 mma tiles, fragments read as whole words.
     template <bool KA, bool KB>
-    __device__ __forceinline__ void multiply(const float* sa, const float* sb) {
-        const WideStaged<KA> va{sa};
-        const WideStaged<KB> vb{sb};
+    __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
+        const unsigned int *sa = s.bf16[buf][0], *sb = s.bf16[buf][1];
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
         const int r0 = 64 * (warp >> 2), c0 = 32 * (warp & 3);
-        auto bf16_pair = [](float2 v) { return to_bf16x2(v.x, v.y); };
-        unsigned int a[4][4], b[4][2];
 #pragma unroll
-        for (int mi = 0; mi < 4; ++mi) {
-            const int r = r0 + 16 * mi + g;
-            a[mi][0] = bf16_pair(va.pair(2 * q, r));
-            a[mi][1] = bf16_pair(va.pair(2 * q, r + 8));
-            a[mi][2] = bf16_pair(va.pair(2 * q + 8, r));
-            a[mi][3] = bf16_pair(va.pair(2 * q + 8, r + 8));
+        for (int h = 0; h < 2; ++h) {
+            const int kw = 8 * h + q;
+            unsigned int a[4][4], b[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi) {
+                const int r = r0 + 16 * mi + g;
+                a[mi][0] = sa[wide_word<KA>(kw, r)];
+                a[mi][1] = sa[wide_word<KA>(kw, r + 8)];
+                a[mi][2] = sa[wide_word<KA>(kw + 4, r)];
+                a[mi][3] = sa[wide_word<KA>(kw + 4, r + 8)];
+            }
+#pragma unroll
+            for (int ni = 0; ni < 4; ++ni) {
+                const int c = c0 + 8 * ni + g;
+                b[ni][0] = sb[wide_word<KB>(kw, c)];
+                b[ni][1] = sb[wide_word<KB>(kw + 4, c)];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], a[mi], b[ni]);
         }
-#pragma unroll
-        for (int ni = 0; ni < 4; ++ni) {
-            const int c = c0 + 8 * ni + g;
-            b[ni][0] = bf16_pair(vb.pair(2 * q, c));
-            b[ni][1] = bf16_pair(vb.pair(2 * q + 8, c));
-        }
-#pragma unroll
-        for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], a[mi], b[ni]);
     }
-
-    // acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the tile at (m0, n0): k steps of 16 copied
-    // by cp.async one step ahead of the multiply into two buffers (no registers hold them on the way;
-    // element by element where an operand is not 16-byte aligned), as gemm.cuh's 64-row pipeline.
-    // With `colsums`, cs: this thread's two chunks of B (4 columns, k rows w and w + 8 of each step
-    // for warp w) summed in fp32. Ends with a barrier.
-    template <bool SA, bool SB>
-    __device__ void product(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0, int n0,
-                            bool colsums, float4& cs, WideSmem& s) {
-        const bool async = (a.ld & 3) == 0 && aligned16(a.p) && (b.ld & 3) == 0 && aligned16(b.p);
-        const int steps = k_begin < k_end ? (k_end - k_begin + LN_TK - 1) / LN_TK : 0;
-        auto issue = [&](int step) {
-            const int k0 = k_begin + step * LN_TK, buf = step & 1;
-            wide_stage_async<SA>(a.p, a.ld, M, m0, k0, k_end, s.bf16[buf][0], async);
-            wide_stage_async<!SB>(b.p, b.ld, N, n0, k0, k_end, s.bf16[buf][1], async);
-        };
-        zero();
-        cs = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (steps > 0) issue(0);
-        async_commit();
-        for (int i = 0; i < steps; ++i) {
-            async_wait<0>();  // this thread's copies of step i have landed ...
-            __syncthreads();  // ... everyone's have, and every warp is done with step i − 1's buffer
-            if (i + 1 < steps) issue(i + 1);
-            async_commit();
-            const float* sb = s.bf16[i & 1][1];
-            if (SB && colsums)
-                for (int l = 0; l < 2; ++l) {
-                    const int c = threadIdx.x + LN_THREADS * l;
-                    add4(cs, ld4(sb + WideStaged<false>::offset(c >> 5, 4 * (c & 31))));
-                }
-            multiply<SA, !SB>(s.bf16[i & 1][0], sb);
-        }
-        async_wait<0>();
-        __syncthreads();
-    }
-
     // Columns 64·h … +63 from the warps' fragments into thread t's out[i][j] = C[8·ty + i][64·h + 4·tx
     // + j], through shared memory. Every thread must call it; it starts with a barrier.
     __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem& s) const {
@@ -261,27 +242,27 @@ struct WideOf<PrecBf16> {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The fp32 k loop; then split-K and the epilogue, for both.
+// The k loop, split-K and the epilogue, for both.
 
-// acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the 128 × 128 tile at (m0, n0), the next k
-// step fetched into registers while the current one multiplies (gemm.cuh's register path); with
-// `colsums`, cs is this thread's share of B's column sums (B contiguous along n: both of a thread's
-// vectors hold its 4 columns, k rows w and w + 8 of each step for warp w). Ends with a barrier.
-template <bool SA, bool SB>
-__device__ void WideFp32::product(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
-                                  int n0, bool colsums, float4& cs, WideSmem& s) {
-    zero();
+// tile.acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the 128 × 128 tile at (m0, n0); with
+// `colsums`, cs is this thread's share of B's column sums in fp32 (the values before any rounding;
+// B contiguous along n: both fetches give a thread the same 4 columns in every vector). Ends with a
+// barrier.
+template <class T, bool SA, bool SB>
+__device__ void wide_tile(T& tile, const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
+                          int n0, bool colsums, float4& cs, WideSmem& s) {
+    tile.zero();
     cs = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 ra[VECS], rb[VECS];
+    float4 ra[T::VECS], rb[T::VECS];
     auto fetch = [&](int k0) {
-        fetch_step<SA>(a.p, a.ld, M, m0, k0, k_end, ra);
-        fetch_step<!SB>(b.p, b.ld, N, n0, k0, k_end, rb);
+        T::template fetch<SA>(a.p, a.ld, M, m0, k0, k_end, ra);
+        T::template fetch<!SB>(b.p, b.ld, N, n0, k0, k_end, rb);
     };
     auto stage = [&](int buf) {
-        stage_step<SA>(s, buf, 0, ra);
-        stage_step<!SB>(s, buf, 1, rb);
+        T::template stage<SA>(s, buf, 0, ra);
+        T::template stage<!SB>(s, buf, 1, rb);
         if (SB && colsums)
-            for (int l = 0; l < VECS; ++l) add4(cs, rb[l]);
+            for (int l = 0; l < T::VECS; ++l) add4(cs, rb[l]);
     };
     if (k_begin < k_end) {
         fetch(k_begin);
@@ -289,10 +270,10 @@ __device__ void WideFp32::product(const Mat<SA>& a, const Mat<SB>& b, int M, int
     }
     __syncthreads();
     int buf = 0;
-    for (int k0 = k_begin; k0 < k_end; k0 += LN_TK, buf ^= 1) {
-        const bool more = k0 + LN_TK < k_end;
-        if (more) fetch(k0 + LN_TK);  // in flight during the multiply
-        multiply<SA, !SB>(s, buf);
+    for (int k0 = k_begin; k0 < k_end; k0 += T::TK, buf ^= 1) {
+        const bool more = k0 + T::TK < k_end;
+        if (more) fetch(k0 + T::TK);  // in flight during the multiply
+        tile.template multiply<SA, !SB>(s, buf);
         if (more) stage(buf ^ 1);  // last read before the previous barrier
         __syncthreads();
     }
@@ -325,7 +306,7 @@ __device__ void gemm_wide(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int 
     split_range(K, wc.split, splits, k_begin, k_end);
     typename WideOf<P>::type tile;
     float4 cs;
-    tile.product(a, b, M, N, k_begin, k_end, wc.m0, wc.n0, colsums, cs, s);
+    wide_tile(tile, a, b, M, N, k_begin, k_end, wc.m0, wc.n0, colsums, cs, s);
     if (colsums) {  // warp w's threads hold 4 columns each of k rows w, w + 8, …: fold in warp order
         st4(&s.fold[threadIdx.x >> 5][4 * (threadIdx.x & 31)], cs);
         __syncthreads();

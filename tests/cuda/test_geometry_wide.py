@@ -44,7 +44,7 @@ def test_wide_tiles_count_halves_for_split_k():
     gm = Gemm.plan(200, 300, 4096, H200_SMS, precision="bf16", wide=True)
     assert (gm.tile_rows, gm.tile_cols, gm.tiles) == (128, 128, 2 * 3)
     assert gm.fixup_tiles == 12 and gm.grid == 6 * gm.splits
-    # two blocks a multiprocessor, 64 values of K a split at least, at most SPLITS_MAX splits
+    # one BF16 block a multiprocessor: the split aims at one block each, 64 values of K at least
     assert gm.splits == 16 and gm.scratch == 12 * 16 * slab(128)
-    assert Gemm.plan(1024, 1024, 4096, H200_SMS, wide=True).splits == 5  # 64 tiles: 320 blocks
+    assert Gemm.plan(200, 300, 4096, H200_SMS, wide=True).splits == 16  # fp32: capped at SPLITS_MAX too
     assert Gemm.plan(2048, 2048, 1024, H200_SMS, precision="bf16").splits == 1  # 256 tiles: no split

@@ -57,7 +57,7 @@ def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
 
 WIDE = 128  # rows and columns of a "wide" tile (kernels' _wide and _wide_bf16 versions, gemm_wide.cuh)
 WIDE_MIN_WORK = 1 << 30  # multiply-adds (M·N·K) from which a product takes wide tiles
-WIDE_BLOCKS = {"fp32": 2, "bf16": 2}  # blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*)
+WIDE_BLOCKS = {"fp32": 2, "bf16": 1}  # blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*)
 
 
 def choose_wide(M: int, N: int, K: int, precision: str) -> bool:
@@ -99,8 +99,6 @@ class Gemm:
             raise UsageError("a product's tiles are tall or wide, not both")
         tall = False if wide else choose_tall(M, N, K, weight_grad) if tall is None else tall
         shape = cls(M, N, K, 1, tall, precision, wide)
-        if wide and shape.tiles >= 0.75 * WIDE_BLOCKS[precision] * sm_count:
-            return shape  # one wave nearly full already: a split would only add a second, and the sums
         share = WIDE_BLOCKS[precision] / 2 if wide else 1.0  # choose_splits aims at two blocks a multiprocessor
         return dataclasses.replace(shape, splits=choose_splits(shape.tiles, K, sm_count, share))
 
