@@ -105,3 +105,15 @@ KERNEL_SHAPES += [
 
 # The same products in wide fp32 tiles (8 × 8 outputs a thread on the SIMT cores).
 KERNEL_SHAPES += [(name.removesuffix("_bf16"), shape) for name, shape in KERNEL_SHAPES[-7:]]
+
+# The wide products at the sizes geometry.choose_wide gives them wide tiles: litenet-base's shape at width
+# 1024, batch 1024 (fp32 as named here; test_cuda_precision_gpu.py adds `_bf16`). GPU only: too slow to
+# emulate.
+WIDE_REAL_SHAPES = [
+    ("embed_forward_wide", dict(B=1024, d=1024, embed="full", shift=0.5, splits=1)),
+    ("embed_backward_wide", dict(B=1024, d=1024, embed="full", splits=2)),
+    ("linear_gelu_forward_wide", dict(B=1024, n_in=1024, n_out=2048)),
+    ("linear_forward_wide", dict(B=1024, n_in=2048, n_out=1024, splits=2)),
+    ("linear_backward_input_wide", dict(B=1024, n_in=2048, n_out=1024)),
+    ("linear_backward_weight_wide", dict(B=1024, n_in=1024, n_out=2048, splits=2)),
+]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from backend_helpers import backend_pair, compare_one_step, schedule
 from harness import compare_kernel
-from shapes import KERNEL_SHAPES, ids
+from shapes import KERNEL_SHAPES, WIDE_REAL_SHAPES, ids
 
 from litenet.model import ModelConfig, TrainConfig, load_preset
 
@@ -37,14 +37,8 @@ REAL_SHAPES = [
     ("fused_weight_grads", dict(B=64, d=64, H=256, sm_count=132)),
     ("fused_weight_grads", dict(B=512, d=256, H=512, blocks=2, embed="full", sm_count=132)),
     ("sgd_momentum_update", dict(width=256, hidden=512, blocks=2, grid=528)),
-    # wide fp32 tiles at litenet-base's shape at width 1024, batch 1024 (geometry.choose_wide's)
-    ("embed_forward_wide", dict(B=1024, d=1024, embed="full", shift=0.5, splits=1)),
-    ("embed_backward_wide", dict(B=1024, d=1024, embed="full", splits=2)),
-    ("linear_gelu_forward_wide", dict(B=1024, n_in=1024, n_out=2048)),
-    ("linear_forward_wide", dict(B=1024, n_in=2048, n_out=1024, splits=2)),
-    ("linear_backward_input_wide", dict(B=1024, n_in=2048, n_out=1024)),
-    ("linear_backward_weight_wide", dict(B=1024, n_in=1024, n_out=2048, splits=2)),
 ]
+REAL_SHAPES += WIDE_REAL_SHAPES  # wide fp32 tiles at width 1024, batch 1024
 
 
 @pytest.mark.parametrize("name,shape", KERNEL_SHAPES + REAL_SHAPES, ids=ids(KERNEL_SHAPES + REAL_SHAPES))

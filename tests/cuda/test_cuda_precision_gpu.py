@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from backend_helpers import backend_pair, compare_one_step, schedule
 from harness import compare_kernel
-from shapes import ids
+from shapes import WIDE_REAL_SHAPES, ids
 
 from litenet.model import TrainConfig, load_preset
 from litenet.train.cuda.check import TOLERANCES
@@ -34,14 +34,8 @@ REAL = [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for name, shape in [
     ("linear_backward_input", dict(B=1024, n_in=2048, n_out=1024)),
     ("linear_backward_weight", dict(B=1024, n_in=1024, n_out=2048, splits=2)),
     ("linear_backward_weight", dict(B=1024, n_in=256, n_out=10, splits=8)),
-]] + [  # the wide BF16 tiles (gemm_wide.cuh) at the sizes geometry.choose_wide gives them: width 1024
-    ("embed_forward_wide_bf16", dict(B=1024, d=1024, embed="full", shift=0.5, splits=1)),
-    ("embed_backward_wide_bf16", dict(B=1024, d=1024, embed="full", splits=2)),
-    ("linear_gelu_forward_wide_bf16", dict(B=1024, n_in=1024, n_out=2048)),
-    ("linear_forward_wide_bf16", dict(B=1024, n_in=2048, n_out=1024, splits=2)),
-    ("linear_backward_input_wide_bf16", dict(B=1024, n_in=2048, n_out=1024)),
-    ("linear_backward_weight_wide_bf16", dict(B=1024, n_in=1024, n_out=2048, splits=2)),
-    ("linear_backward_weight_wide_bf16", dict(B=1000, n_in=1030, n_out=250, splits=3)),
+]] + [(f"{name}_bf16", shape) for name, shape in WIDE_REAL_SHAPES] + [  # the wide BF16 tiles
+    ("linear_backward_weight_wide_bf16", dict(B=1000, n_in=1030, n_out=250, splits=3)),  # ragged, split
 ]
 
 
