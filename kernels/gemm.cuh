@@ -127,21 +127,29 @@ __device__ __forceinline__ void stage(float (&dst)[LN_TK][WIDTH + LN_SPAD], cons
     }
 }
 
-// The operands' elements of the k step at k0 (zeros outside M, N, k_end).
+// One operand's 4-vectors of the k step at k0 at thread t's FetchSlots: X(k, i) for i0 ≤ i < i0 +
+// WIDTH, zeros past k_end and I. Memory: X(k, i) = p[i·ld + k] when K_CONTIGUOUS, else p[k·ld + i].
+template <int WIDTH, bool K_CONTIGUOUS>
+__device__ __forceinline__ void fetch_operand(const float* p, int ld, int I, int i0, int k0, int k_end,
+                                              const FetchSlots<WIDTH, !K_CONTIGUOUS>& f, float4 (&v)[WIDTH / 64]) {
+    const Mat<true> rows{p, ld};  // rows(r, c … c+3): K_CONTIGUOUS r = i, c = k; else r = k, c = i
+#pragma unroll
+    for (int l = 0; l < WIDTH / 64; ++l) {
+        const int i = i0 + f.x[l], k = k0 + f.kk[l];
+        v[l] = K_CONTIGUOUS ? rows.load4(i, k, i < I ? min(4, k_end - k) : 0)
+                            : rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
+    }
+}
+
+// The operands' elements of the k step at k0 (zeros outside M, N, k_end): A(m, k) is X(k, m), B(k, n)
+// is X(k, n).
 template <int TM, class A, class B>
 __device__ __forceinline__ void gemm_fetch(const A& a, const B& b, int M, int N, int k0, int k_end, int m0, int n0,
                                            const FetchSlots<16 * TM, !A::second_contiguous>& fa,
                                            const FetchSlots<LN_TILE, B::second_contiguous>& fb,
                                            float4 (&ra)[TM / 4], float4 (&rb)[1]) {
-#pragma unroll
-    for (int l = 0; l < TM / 4; ++l) {
-        const int m = m0 + fa.x[l], k = k0 + fa.kk[l];
-        ra[l] = A::second_contiguous ? a.load4(m, k, m < M ? min(4, k_end - k) : 0)   // along k
-                                     : a.load4(m, k, k < k_end ? min(4, M - m) : 0);  // along m
-    }
-    const int n = n0 + fb.x[0], k = k0 + fb.kk[0];
-    rb[0] = B::second_contiguous ? b.load4(k, n, k < k_end ? min(4, N - n) : 0)   // along n
-                                 : b.load4(k, n, n < N ? min(4, k_end - k) : 0);  // along k
+    fetch_operand<16 * TM, A::second_contiguous>(a.p, a.ld, M, m0, k0, k_end, fa, ra);
+    fetch_operand<LN_TILE, !B::second_contiguous>(b.p, b.ld, N, n0, k0, k_end, fb, rb);
 }
 
 // The multiply of one staged k step on the SIMT cores: thread t's TM×4 block, in fp32.

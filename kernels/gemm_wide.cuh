@@ -73,14 +73,7 @@ struct WideFp32 {
     template <bool K_CONTIGUOUS>
     __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
                                                  float4 (&v)[VECS]) {
-        const FetchSlots<LN_WIDE, !K_CONTIGUOUS> f;
-        const Mat<true> rows{p, ld};
-#pragma unroll
-        for (int l = 0; l < VECS; ++l) {
-            const int i = i0 + f.x[l], k = k0 + f.kk[l];
-            v[l] = K_CONTIGUOUS ? rows.load4(i, k, i < I ? min(4, k_end - k) : 0)
-                                : rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
-        }
+        fetch_operand<LN_WIDE, K_CONTIGUOUS>(p, ld, I, i0, k0, k_end, FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), v);
     }
     template <bool K_CONTIGUOUS>
     __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
