@@ -261,7 +261,8 @@ def main(argv=None) -> None:
                                         else attempt(bench_torch, *run, precision, args.steps, args.repeats)),
                         "floor": floor_ms(model, train, batch, precision)}
                 others = [p for p in ("tf32", "bf16") if p != precision] if precision != "fp32" else []
-                others += [p + NO_WIDE for p in ("fp32", "bf16") if precision in (p, "tf32") and p + NO_WIDE in litenet]
+                no_wide = ("fp32" if precision == "fp32" else "bf16") + NO_WIDE  # TF32 has no wide tiles: BF16's
+                others += [no_wide] if no_wide in litenet else []
                 if others:
                     cell["litenet_other"] = {p: litenet[p] for p in others}
                 cells.append(cell)
