@@ -9,6 +9,9 @@
 #ifndef LITENET_EMULATOR
 // Dynamic shared memory; the emulator defines its own version of this macro.
 #define LN_DYNAMIC_SMEM(T, name) extern __shared__ __align__(16) T name[]
+// Where wgmma.cuh's shared addresses start: the GPU's shared window needs no naming; the emulator's
+// version of this macro takes the staged tile's address.
+#define LN_SHARED_WINDOW(p)
 #endif
 
 #define LN_THREADS 256  // every kernel is launched with 256-thread blocks

@@ -18,6 +18,9 @@
 //         for A, n for B) is words of two BF16 (k even in the low half), by its layout in memory:
 //           contiguous along k  words [i][k/2], rows of 20 words (16 + 4 padding; 8-byte stores)
 //           contiguous along i  words [k/2][i], rows of 136 words (128 + 8; 16-byte stores)
+//   BF16 on Hopper (sm_90a): WideWgmma, the same staging into wgmma.cuh's core matrices and two
+//         asynchronous warpgroup products (m64n128k16) a k step; width 2048 / batch 1024's BF16 step
+//         2.50 → 1.75 ms on an H200 (bench/results/gpu-mixer-2026-12-04.md).
 // Both: two shared buffers, the next k step fetched into registers while the current one multiplies
 // (as gemm.cuh's fp32 path). For BF16 this beat a cp.async pipeline of fp32 steps rounded as the
 // fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128 registers with spills):
@@ -34,6 +37,7 @@
 #pragma once
 
 #include "splitk.cuh"
+#include "wgmma.cuh"
 
 #define LN_WIDE 128                   // tile rows and columns
 #define LN_WIDE_ROW_K 20              // BF16: words per row of a k-contiguous staged operand ([i][k/2])
@@ -41,13 +45,27 @@
 #define LN_WIDE_OPERAND (LN_WIDE * LN_WIDE_ROW_K)  // BF16: words per staged operand (≥ 16 · 136)
 // Blocks a multiprocessor each version is compiled for (__launch_bounds__), from ptxas (sm_90): fp32
 // fits 128 registers without spilling, so two; BF16 needs about 210 (64 accumulators, 32 floats of
-// the next step, 24 fragment words) and spills hundreds of bytes at 128, so one.
+// the next step, 24 fragment words) and spills hundreds of bytes at 128, so one; WideWgmma (sm_90a) has
+// no fragment registers and fits 128 (at most 24 bytes spilled, in the GELU epilogue), so two.
 #define LN_WIDE_BLOCKS_FP32 2
+#ifdef LN_WGMMA
+#define LN_WIDE_BLOCKS_BF16 2  // WideWgmma: no fragment registers
+#else
 #define LN_WIDE_BLOCKS_BF16 1
+#endif
+// WideWgmma's staged operands (wgmma.cuh's core matrices): X(i, k) of rows i < 128, k < 32 at byte
+// (k / 8) · LBO + (i / 8) · SBO + (i % 8) · 16 + (k % 8) · 2, stored 8 bytes (4 values along k) at a
+// time. The padding spreads a half-warp's stores over the banks: SBO = 128 + 16 puts an operand
+// contiguous along i (rows 4·t + j, t < 16) at most twice on a bank; LBO = 16 · SBO + 32 puts one
+// contiguous along k (2 rows × 8 threads, k = 4·t') once.
+#define LN_WG_SBO 144
+#define LN_WG_LBO (16 * LN_WG_SBO + 32)
+#define LN_WG_OPERAND (LN_WG_LBO)  // words per staged operand: 4 core columns (k32) of LBO bytes
 
 struct __align__(16) WideSmem {
     union {
         unsigned int bf16[2][2][LN_WIDE_OPERAND];       // WideBf16's staged steps [buffer][A, B][word]
+        unsigned int wgmma[2][2][LN_WG_OPERAND];        // WideWgmma's
         float fp32[2][2][LN_TK][LN_WIDE + LN_SPAD];     // WideFp32's [buffer][A, B][k][i]
         float half_out[LN_WIDE][LN_TILE + LN_SPAD];     // one 128 × 64 half of a BF16 tile, in the epilogue
         float fold[LN_THREADS / 32][LN_WIDE];           // the warps' column sums, folded
@@ -61,6 +79,9 @@ struct __align__(16) WideSmem {
 struct WideFp32 {
     static constexpr int TK = LN_TK, VECS = 2;  // k per step; 4-vectors fetched per operand and thread
     float acc[8][8];                            // rows 8·ty + i, columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
+
+    __device__ __forceinline__ static void staged() {}  // the multiply is synchronous: nothing to order
+    __device__ __forceinline__ void settle() {}
 
     __device__ __forceinline__ void zero() {
         for (int i = 0; i < 8; ++i)
@@ -112,9 +133,40 @@ __device__ __forceinline__ int wide_word(int kw, int i) {
 
 __device__ __forceinline__ float word_bits(unsigned int w) { return __int_as_float((int)w); }
 
+// Both BF16 tiles' fetch of an operand contiguous along k: vector l of thread t (e = t + 256·l) holds
+// X(i0 + e / 8, k0 + 4·(e % 8) … +3), so 8 threads read a row's 128 bytes; zeros past I and k_end.
+__device__ __forceinline__ float4 fetch_along_k(const Mat<true>& rows, int I, int i0, int k0, int k_end, int l) {
+    const int e = threadIdx.x + LN_THREADS * l, i = i0 + e / 8, k = k0 + 4 * (e % 8);
+    return rows.load4(i, k, i < I ? min(4, k_end - k) : 0);
+}
+
+// One m16n8 accumulator fragment f (mma.cuh's C layout: rows r, r + 8, columns c, c + 1) into the
+// shared half tile.
+__device__ __forceinline__ void put_fragment(WideSmem& s, int r, int c, const float* f) {
+    s.half_out[r][c] = f[0];
+    s.half_out[r][c + 1] = f[1];
+    s.half_out[r + 8][c] = f[2];
+    s.half_out[r + 8][c + 1] = f[3];
+}
+
+// The shared half tile into thread t's out[i][j] = half[8·ty + i][4·tx + j] (the tall SIMT layout).
+__device__ __forceinline__ void read_half_tile(const WideSmem& s, float (&out)[8][4]) {
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    for (int i = 0; i < 8; ++i) {
+        const float4 v = ld4(&s.half_out[8 * ty + i][4 * tx]);
+        out[i][0] = v.x;
+        out[i][1] = v.y;
+        out[i][2] = v.z;
+        out[i][3] = v.w;
+    }
+}
+
 struct WideBf16 {
     static constexpr int TK = 32, VECS = 4;
     float acc[4][4][4];  // [mi][ni]: warp w's mma tile at rows 64·(w/4) + 16·mi, columns 32·(w%4) + 8·ni
+
+    __device__ __forceinline__ static void staged() {}
+    __device__ __forceinline__ void settle() {}
 
     __device__ __forceinline__ void zero() {
         for (int mi = 0; mi < 4; ++mi)
@@ -134,8 +186,7 @@ struct WideBf16 {
 #pragma unroll
         for (int l = 0; l < VECS; ++l) {
             if (K_CONTIGUOUS) {
-                const int e = threadIdx.x + LN_THREADS * l, i = i0 + e / 8, k = k0 + 4 * (e % 8);
-                v[l] = rows.load4(i, k, i < I ? min(4, k_end - k) : 0);
+                v[l] = fetch_along_k(rows, I, i0, k0, k_end, l);
             } else {
                 const int e = threadIdx.x + LN_THREADS * (l >> 1), i = i0 + 4 * (e % 32);
                 const int k = k0 + 2 * (e / 32) + (l & 1);
@@ -203,25 +254,107 @@ struct WideBf16 {
 #pragma unroll
             for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-                for (int ni = 0; ni < 4; ++ni) {
-                    const int r = r0 + 16 * mi + g, c = c0 + 8 * ni + 2 * q;
-                    s.half_out[r][c] = acc[mi][ni][0];
-                    s.half_out[r][c + 1] = acc[mi][ni][1];
-                    s.half_out[r + 8][c] = acc[mi][ni][2];
-                    s.half_out[r + 8][c + 1] = acc[mi][ni][3];
-                }
+                for (int ni = 0; ni < 4; ++ni) put_fragment(s, r0 + 16 * mi + g, c0 + 8 * ni + 2 * q, acc[mi][ni]);
         }
         __syncthreads();
-        const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-        for (int i = 0; i < 8; ++i) {
-            const float4 v = ld4(&s.half_out[8 * ty + i][4 * tx]);
-            out[i][0] = v.x;
-            out[i][1] = v.y;
-            out[i][2] = v.z;
-            out[i][3] = v.w;
-        }
+        read_half_tile(s, out);
     }
 };
+
+// ---------------------------------------------------------------------------------------------
+// BF16 on Hopper's warpgroup product (wgmma.cuh; sm_90a). Staged as WideBf16 (rounded once, two
+// buffers, the next step in registers), but in wgmma's K-major core matrices (LN_WG_*), and each of
+// the two warpgroups (warps 0–3, 4–7) multiplies rows 64·g … +63 by all 128 columns with two
+// asynchronous m64n128k16 a step: the threads stage the next step while the tensor cores work, and
+// no fragment is read by a thread.
+#ifdef LN_WGMMA
+struct WideWgmma {
+    static constexpr int TK = 32, VECS = 4;
+    float acc[64];  // warp w's rows 16·w + g, + 8, columns 8·j + 2·q, + 1 (wgmma.cuh's fragment)
+
+    __device__ __forceinline__ void zero() {
+        for (int i = 0; i < 64; ++i) acc[i] = 0.f;
+    }
+    __device__ __forceinline__ static int offset(int i, int k) {  // byte of X(i, k) in a staged operand
+        return (k >> 3) * LN_WG_LBO + (i >> 3) * LN_WG_SBO + (i & 7) * 16 + (k & 7) * 2;
+    }
+
+    // X(k, i) for k0 ≤ k < k0 + 32, i0 ≤ i < i0 + 128, zeros past k_end and I, in thread t's registers,
+    // e = t + 256·l:
+    //   K_CONTIGUOUS  v[l]: row i0 + e / 8, k = k0 + 4·(e % 8) … +3 (a warp reads 4 rows of 128 bytes)
+    //   else          v[l]: k row k0 + 4·w + l, columns i0 + 4·lane … +3 (a warp reads 4 rows of 512 bytes;
+    //                 the same 4 columns in every vector, as the column sums need)
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
+                                                 float4 (&v)[VECS]) {
+        const Mat<true> rows{p, ld};
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+        for (int l = 0; l < VECS; ++l) {
+            if (K_CONTIGUOUS) {
+                v[l] = fetch_along_k(rows, I, i0, k0, k_end, l);
+            } else {
+                const int k = k0 + 4 * warp + l, i = i0 + 4 * lane;
+                v[l] = rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
+            }
+        }
+    }
+    // The fetched step into a staged operand, rounded to BF16: half a core-matrix row (4 values along k,
+    // 8 bytes) a store.
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
+        char* dst = reinterpret_cast<char*>(s.wgmma[buf][operand]);
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        auto put = [&](int i, int k, float a, float b, float c, float d) {  // X(i, k … k+3), k % 4 = 0
+            float* q = reinterpret_cast<float*>(dst + offset(i, k));
+            LN_CHECK_ALIGN(q, 8);
+            *reinterpret_cast<float2*>(q) = make_float2(word_bits(to_bf16x2(a, b)), word_bits(to_bf16x2(c, d)));
+        };
+        if (K_CONTIGUOUS) {
+#pragma unroll
+            for (int l = 0; l < VECS; ++l) {
+                const int e = threadIdx.x + LN_THREADS * l;
+                put(e / 8, 4 * (e % 8), v[l].x, v[l].y, v[l].z, v[l].w);
+            }
+        } else {  // column 4·lane + j of the 4 k rows 4·w … +3
+            put(4 * lane, 4 * warp, v[0].x, v[1].x, v[2].x, v[3].x);
+            put(4 * lane + 1, 4 * warp, v[0].y, v[1].y, v[2].y, v[3].y);
+            put(4 * lane + 2, 4 * warp, v[0].z, v[1].z, v[2].z, v[3].z);
+            put(4 * lane + 3, 4 * warp, v[0].w, v[1].w, v[2].w, v[3].w);
+        }
+    }
+    // The staged stores, ordered before the tensor cores' reads (the barrier after this follows).
+    __device__ __forceinline__ static void staged() { fence_shared_to_async(); }
+
+    // Issue the step's two k16 products (asynchronous: settle() waits for them).
+    template <bool KA, bool KB>
+    __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
+        const char* a = reinterpret_cast<const char*>(s.wgmma[buf][0]) + 8 * (threadIdx.x >> 7) * LN_WG_SBO;
+        const char* b = reinterpret_cast<const char*>(s.wgmma[buf][1]);
+        wgmma_fence();
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            wgmma_bf16_m64n128k16(acc, wgmma_descriptor(a + 2 * h * LN_WG_LBO, LN_WG_LBO, LN_WG_SBO),
+                                  wgmma_descriptor(b + 2 * h * LN_WG_LBO, LN_WG_LBO, LN_WG_SBO));
+        wgmma_commit();
+    }
+    __device__ __forceinline__ void settle() {
+        wgmma_wait_all();
+        wgmma_fence_operands(acc);
+    }
+
+    // Columns 64·h … +63 into thread t's out[i][j] = C[8·ty + i][64·h + 4·tx + j], through shared memory
+    // (as WideBf16). Every thread must call it; it starts with a barrier.
+    __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem& s) const {
+        const int lane = threadIdx.x & 31, r = 16 * (threadIdx.x >> 5) + (lane >> 2), q = lane & 3;
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < 8; ++j) put_fragment(s, r, 8 * j + 2 * q, acc + 4 * (8 * h + j));
+        __syncthreads();
+        read_half_tile(s, out);
+    }
+};
+#endif  // LN_WGMMA
 
 template <class P>
 struct WideOf;  // fp32 and BF16 only (geometry.Gemm.plan refuses TF32)
@@ -231,7 +364,11 @@ struct WideOf<PrecFp32> {
 };
 template <>
 struct WideOf<PrecBf16> {
+#ifdef LN_WGMMA
+    typedef WideWgmma type;  // Hopper
+#else
     typedef WideBf16 type;
+#endif
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -261,13 +398,16 @@ __device__ void wide_tile(T& tile, const Mat<SA>& a, const Mat<SB>& b, int M, in
         fetch(k_begin);
         stage(0);
     }
+    T::staged();
     __syncthreads();
     int buf = 0;
     for (int k0 = k_begin; k0 < k_end; k0 += T::TK, buf ^= 1) {
         const bool more = k0 + T::TK < k_end;
         if (more) fetch(k0 + T::TK);  // in flight during the multiply
         tile.template multiply<SA, !SB>(s, buf);
-        if (more) stage(buf ^ 1);  // last read before the previous barrier
+        if (more) stage(buf ^ 1);  // last read before the previous barrier (WideWgmma: settled there)
+        T::staged();
+        tile.settle();
         __syncthreads();
     }
 }
@@ -293,6 +433,7 @@ template <class P, bool SA, bool SB, class Epilogue>
 __device__ void gemm_wide(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int K, int splits, float* scratch,
                           unsigned int* counters, bool first_row_sums, const Epilogue& epilogue) {
     __shared__ WideSmem s;
+    LN_SHARED_WINDOW(&s);
     const WideCoords wc(splits, N);
     const bool colsums = first_row_sums && wc.m0 == 0;
     int k_begin, k_end;

@@ -23,8 +23,18 @@ extern "C" __global__ void grad_norm_sq(const float* grads, const int* offsets, 
     for (int t = 0; t < T; ++t) {
         const int lo = max(begin, offsets[t]), hi = min(end, offsets[t + 1]);
         if (lo >= hi) continue;  // the same for the whole block
+        // [a, b): the part of [lo, hi) read 16 bytes at a time (all four loads of a thread in flight at
+        // once; one float at a time this kernel ran at 38 % of an H200's DRAM bandwidth).
+        int a = min(hi, (lo + 3) & ~3), b = max(a, hi & ~3);
+        if (!aligned16(grads)) a = b = hi;
         float s = 0.f;
-        for (int i = lo + threadIdx.x; i < hi; i += blockDim.x) s += grads[i] * grads[i];
+        for (int i = lo + threadIdx.x; i < a; i += blockDim.x) s += grads[i] * grads[i];
+        for (int i = b + threadIdx.x; i < hi; i += blockDim.x) s += grads[i] * grads[i];
+#pragma unroll 4
+        for (int i = a + 4 * threadIdx.x; i < b; i += 4 * blockDim.x) {
+            const float4 v = ld4(grads + i);
+            s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
         s = block_sum(s, scratch);
         if (threadIdx.x == 0) atomicAdd(grad_sq + t, s);
     }

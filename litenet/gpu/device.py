@@ -8,7 +8,9 @@ Works with cupy-cuda11x, -12x and -13x: only RawModule, Stream capture and memGe
 
 from __future__ import annotations
 
+import hashlib
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -19,6 +21,50 @@ from litenet.gpu.launch import THREADS
 # LITENET_NVRTC_LINEINFO=1 adds -lineinfo: source lines for a profiler (Nsight Compute's stall
 # sampling by line); it does not change optimisation (ptxas sm_90: the same registers for every kernel).
 NVRTC_OPTIONS = ("-std=c++14",) + (("-lineinfo",) if os.environ.get("LITENET_NVRTC_LINEINFO") == "1" else ())
+
+# GPUs whose fastest instructions exist only in an arch-specific target: Hopper's wgmma (kernels/wgmma.cuh,
+# the wide BF16 tile's product) is compiled for sm_90a alone, which runs on compute capability 9.0 and
+# nothing else. CuPy's RawModule always names the plain target (sm_90), so for these LiteNet asks NVRTC
+# (12.0 or newer) for the cubin itself. LITENET_ARCH_SPECIFIC=0 keeps the plain target (the kernels
+# then take their sm_80 paths: for comparisons on the same GPU).
+ARCH_SPECIFIC = {(9, 0): "sm_90a"}
+
+
+def arch_specific_target(major: int, minor: int, nvrtc_version: tuple[int, int]) -> str | None:
+    if os.environ.get("LITENET_ARCH_SPECIFIC") == "0" or nvrtc_version < (12, 0):
+        return None
+    return ARCH_SPECIFIC.get((major, minor))
+
+
+def compile_for_target(source: str, target: str) -> Path:
+    """The cubin of `source` for `target` (e.g. sm_90a), compiled by NVRTC once and kept beside CuPy's
+    kernel cache (CUPY_CACHE_DIR, else ~/.cupy/kernel_cache) under a name from the source, the options,
+    the target and the NVRTC version. Written atomically: a concurrent or interrupted run leaves no torn
+    file. The options are CuPy's for its own builds (-ftz=true and device code by default), so both
+    routes compile alike."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    options = NVRTC_OPTIONS + ("-ftz=true", "--device-as-default-execution-space", f"-arch={target}")
+    version = tuple(nvrtc.getVersion())
+    key = hashlib.sha256(repr((source, options, version)).encode()).hexdigest()[:32]
+    cache = Path(os.environ.get("CUPY_CACHE_DIR", "~/.cupy/kernel_cache")).expanduser() / f"litenet-{target}"
+    path = cache / f"{key}.cubin"
+    if path.exists():
+        return path
+    program = nvrtc.createProgram(source, "litenet.cu", (), ())
+    try:
+        try:
+            nvrtc.compileProgram(program, options)
+        except nvrtc.NVRTCError as exc:
+            raise RuntimeError(f"NVRTC could not compile for {target}:\n{nvrtc.getProgramLog(program)}") from exc
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = cache / f"{key}.{os.getpid()}.partial"
+    partial.write_bytes(cubin)
+    os.replace(partial, path)
+    return path
 
 
 class CupyDevice:
@@ -35,13 +81,19 @@ class CupyDevice:
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.sm_count = int(props["multiProcessorCount"])
         self.capability = f"sm_{props['major']}{props['minor']}"
+        from cupy_backends.cuda.libs import nvrtc
+        self.target = arch_specific_target(props["major"], props["minor"], tuple(nvrtc.getVersion()))
 
     def kernel(self, name: str):
         """The compiled kernel `name` (its file is compiled on first use, then cached by CuPy)."""
         if name not in self._kernels:
             file = sources.kernel_file(name)
             if file not in self._modules:
-                self._modules[file] = self.cp.RawModule(code=sources.read_source(file), options=NVRTC_OPTIONS)
+                source = sources.read_source(file)
+                if self.target:
+                    self._modules[file] = self.cp.RawModule(path=str(compile_for_target(source, self.target)))
+                else:
+                    self._modules[file] = self.cp.RawModule(code=source, options=NVRTC_OPTIONS)
             self._kernels[name] = self._modules[file].get_function(name)
         return self._kernels[name]
 

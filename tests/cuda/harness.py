@@ -27,11 +27,11 @@ i32, f32 = np.int32, np.float32
 class Runner:
     """Launches kernels on the emulator ("emu") or on the GPU through CuPy ("cupy")."""
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, defines: tuple[str, ...] = ()):
         self.kind = kind
-        if kind == "emu":
+        if kind == "emu":  # `defines`: e.g. emulator.WGMMA, the kernels as a Hopper compilation builds them
             import emulator
-            self.xp, self._kernel = np, emulator.kernel
+            self.xp, self._kernel = np, lambda name: emulator.kernel(name, defines)
         else:
             import cupy
             from litenet.gpu.device import CupyDevice

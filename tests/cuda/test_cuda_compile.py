@@ -35,3 +35,24 @@ def test_inlined_source_compiles_to_ptx(name, tmp_path):
     ptx = (tmp_path / "k.ptx").read_text()
     for kernel in sources.signatures(name):
         assert f".entry {kernel}(" in ptx, f"{kernel} is missing (or name-mangled) in the PTX"
+
+
+@pytest.mark.parametrize("name", ["linear", "embed"])
+def test_hopper_target_compiles_wide_bf16_to_wgmma(name, tmp_path):
+    """The files with wide BF16 tiles as litenet/gpu/device.py builds them on an sm_90 GPU (sm_90a): the
+    tile takes wgmma.cuh's warpgroup product, with no warning from ptxas (such as wgmma serialised
+    because the compiler touched the accumulators while one was in flight)."""
+    src = tmp_path / f"{name}.cu"
+    src.write_text(sources.read_source(name))
+    target = "-gencode=arch=compute_90a,code=sm_90a"
+    run = subprocess.run([nvcc, "-c", target, "-std=c++14", "-Werror", "all-warnings", "-o", str(tmp_path / "k.o"),
+                          str(src)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    run = subprocess.run([nvcc, "--ptx", "-arch=sm_90a", "-std=c++14", "-o", str(tmp_path / "k.ptx"), str(src)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    entries = (tmp_path / "k.ptx").read_text().split(".entry ")[1:]
+    wide = {e.split("(")[0]: "wgmma.mma_async" in e for e in entries if "_wide_bf16(" in e.split("\n")[0]}
+    assert wide and all(wide.values()), wide
+    others = [e.split("(")[0] for e in entries if "wgmma" in e and "_wide_bf16(" not in e.split("\n")[0]]
+    assert not others, others

@@ -6,6 +6,7 @@ each product to its twin at that tolerance; the refusals name the fix. Small mod
 import numpy as np
 import pytest
 from backend_helpers import backend_pair, compare_one_step, data, schedule
+from emulator import WGMMA
 from emulator.device import EmuDevice
 
 from litenet.errors import UsageError
@@ -19,8 +20,8 @@ PRODUCTS = ("embed_forward", "embed_backward", "linear_forward", "linear_gelu_fo
             "linear_backward_weight")
 
 
-def backend(precision, plan="ops", embed="tiles", **options):
-    return CudaBackend(SMALL, TRAIN, init_params(SMALL, 0), plan=plan, embed=embed, device=EmuDevice(),
+def backend(precision, plan="ops", embed="tiles", device=None, **options):
+    return CudaBackend(SMALL, TRAIN, init_params(SMALL, 0), plan=plan, embed=embed, device=device or EmuDevice(),
                        precision=precision, **options)
 
 
@@ -51,18 +52,20 @@ def test_one_step_equals_reference_within_precision(precision, plan):
     compare_one_step(cuda, ref, SMALL, 12, tol=TOLERANCES[precision])
 
 
-def test_wide_tiles_run_every_product_and_equal_reference():
-    """wide=True: every tile product of the step in 128 × 128 BF16 tiles (gemm_wide.cuh), each launch
-    held to its twin by check_kernels, and the step's gradient equal to float64 NumPy's within BF16's
-    tolerance (the choice in use, geometry.choose_wide, picks them only for large products)."""
-    cuda = backend("bf16", wide=True, check_kernels=1)
+@pytest.mark.parametrize("defines", [(), WGMMA], ids=["mma", "wgmma"])
+def test_wide_tiles_run_every_product_and_equal_reference(defines):
+    """wide=True: every tile product of the step in 128 × 128 BF16 tiles (gemm_wide.cuh; `wgmma`: as a
+    Hopper compilation builds them), each launch held to its twin by check_kernels, and the step's
+    gradient equal to float64 NumPy's within BF16's tolerance (the choice in use, geometry.choose_wide,
+    picks them only for large products)."""
+    cuda = backend("bf16", wide=True, check_kernels=1, device=EmuDevice(defines=defines))
     cuda.load_dataset(*data())
     products = [x.kernel for x in cuda._steps if base_name(x.kernel) in PRODUCTS]
     assert products and all(k.endswith("_wide_bf16") for k in products), products
     cuda.train_steps(*schedule(1, 40, 12))
     assert max(max(v.values()) for v in cuda.check_report.values()) <= 1.0
-    cuda, ref = backend_pair(SMALL, TRAIN, "ops", EmuDevice(), dtype=np.float64, embed="tiles", precision="bf16",
-                             wide=True)
+    cuda, ref = backend_pair(SMALL, TRAIN, "ops", EmuDevice(defines=defines), dtype=np.float64, embed="tiles",
+                             precision="bf16", wide=True)
     compare_one_step(cuda, ref, SMALL, 12, tol=TOLERANCES["bf16"])
 
 

@@ -57,7 +57,10 @@ def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
 
 WIDE = 128  # rows and columns of a "wide" tile (kernels' _wide and _wide_bf16 versions, gemm_wide.cuh)
 WIDE_MIN_WORK = 1 << 30  # multiply-adds (M·N·K) from which a product takes wide tiles
-WIDE_BLOCKS = {"fp32": 2, "bf16": 1}  # blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*)
+# Blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*), as choose_splits counts them. On
+# Hopper the BF16 tile (WideWgmma) holds 2, but the splits stay chosen for 1: at litenet-base's sizes
+# that fills one wave of two a multiprocessor (128 tiles split 2 ways: 256 blocks on an H200's 264).
+WIDE_BLOCKS = {"fp32": 2, "bf16": 1}
 
 
 def choose_wide(M: int, N: int, K: int, precision: str) -> bool:

@@ -30,15 +30,18 @@ def available() -> bool:
 
 
 @lru_cache(maxsize=None)
-def build(name: str) -> Path:
-    """Compile kernels/<name>.cu for the CPU (cached by content) and return the shared library."""
+def build(name: str, defines: tuple[str, ...] = ()) -> Path:
+    """Compile kernels/<name>.cu for the CPU (cached by content) and return the shared library.
+    `defines`: macros set before the kernels, e.g. LITENET_EMULATE_WGMMA (the Hopper path of
+    gemm_wide.cuh, which a real compilation takes only for sm_90a)."""
     kernels = sources.signatures(name)
     header = (HERE / "emu.h").read_text()
     source = sources.source_path(name)
     launchers = "\n".join(
         f'extern "C" void emu_launch_{k}(const unsigned* dims, size_t smem, void** args) '
         f"{{ emu::launch({k}, dims, smem, args); }}" for k in kernels)
-    text = f'#include "emu.h"\n#include "{source}"\n{launchers}\n'
+    macros = "".join(f"#define {d} 1\n" for d in defines)
+    text = f'#include "emu.h"\n{macros}#include "{source}"\n{launchers}\n'
     digest = hashlib.sha256((text + header + sources.read_source(name)).encode()).hexdigest()[:16]
     BUILD.mkdir(parents=True, exist_ok=True)
     lib = BUILD / f"{name}-{digest}.so"
@@ -90,8 +93,8 @@ class EmuKernel:
 class EmuModule:
     """Every kernel of one `kernels/<name>.cu`, compiled for the CPU."""
 
-    def __init__(self, name: str):
-        self._lib = ctypes.CDLL(str(build(name)))
+    def __init__(self, name: str, defines: tuple[str, ...] = ()):
+        self._lib = ctypes.CDLL(str(build(name, defines)))
         self._kernels = {k: EmuKernel(self._lib, k, p) for k, p in sources.signatures(name).items()}
 
     def get_function(self, kernel: str) -> EmuKernel:
@@ -99,10 +102,13 @@ class EmuModule:
 
 
 @lru_cache(maxsize=None)
-def module(name: str) -> EmuModule:
-    return EmuModule(name)
+def module(name: str, defines: tuple[str, ...] = ()) -> EmuModule:
+    return EmuModule(name, defines)
 
 
-def kernel(name: str) -> EmuKernel:
+def kernel(name: str, defines: tuple[str, ...] = ()) -> EmuKernel:
     """The kernel `name`, from whichever file defines it."""
-    return module(sources.kernel_file(name)).get_function(name)
+    return module(sources.kernel_file(name), defines).get_function(name)
+
+
+WGMMA = ("LITENET_EMULATE_WGMMA",)  # the defines of a Hopper (sm_90a) compilation's wide BF16 tile

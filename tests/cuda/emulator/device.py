@@ -16,13 +16,14 @@ class EmuDevice:
     name = "CPU emulator"
     capability = "emulated"
 
-    def __init__(self, sm_count: int = 4):
+    def __init__(self, sm_count: int = 4, defines: tuple[str, ...] = ()):
         self.xp = np
         self.sm_count = sm_count  # small, so split-K and several row blocks happen at test sizes
+        self.defines = defines  # e.g. emulator.WGMMA: compile as for a Hopper GPU
         self.launches = 0
 
     def kernel(self, name: str):
-        return kernel(name)
+        return kernel(name, self.defines)
 
     def launch(self, launch) -> None:
         self.launches += 1

@@ -48,6 +48,7 @@ inline Fiber* cur = nullptr;
 inline std::vector<Fiber> fibers;
 inline std::vector<char> stacks;
 inline ucontext_t scheduler;
+inline const char* shared_window = nullptr;  // where wgmma.cuh's shared addresses start (LN_SHARED_WINDOW)
 inline std::function<void()> body;
 inline std::vector<float4> dynamic_smem;
 inline float shuffle_slots[32][32];
@@ -164,6 +165,7 @@ void launch(void (*f)(A...), const unsigned* dims, size_t smem_bytes, void** arg
 #define __shared__ static
 #define __align__(n) alignas(n)
 #define __launch_bounds__(...)
+#define LN_SHARED_WINDOW(p) (emu::shared_window = reinterpret_cast<const char*>(p))
 #define LN_DYNAMIC_SMEM(T, name) T* name = reinterpret_cast<T*>(emu::dynamic_smem.data())
 // A GPU faults on a misaligned vector access where a CPU carries on: catch it here.
 #define LN_CHECK_ALIGN(p, bytes) emu::check_align(p, bytes, __FILE__, __LINE__)
