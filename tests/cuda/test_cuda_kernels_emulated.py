@@ -15,13 +15,7 @@ WIDE_BF16 = [(name, shape) for name, shape in KERNEL_SHAPES if name.endswith("_w
 
 
 @pytest.mark.parametrize("name,shape", WIDE_BF16, ids=ids(WIDE_BF16))
-def test_hopper_wide_kernel_matches_twin(name, shape):
+def test_hopper_wide_kernel_matches_twin(emu_wgmma, name, shape):
     """The wide BF16 products as an sm_90a compilation builds them (wgmma.cuh's warpgroup product,
     staged in its core matrices), emulated: the same twins, the same tolerance."""
-    import shutil
-
-    import emulator
-    from harness import Runner
-    if shutil.which("g++") is None:
-        pytest.skip("the CPU emulator needs g++")
-    compare_kernel(Runner("emu", emulator.WGMMA), name, **shape)
+    compare_kernel(emu_wgmma, name, **shape)
