@@ -131,20 +131,20 @@ extern "C" __global__ void embed_backward_bf16(const float* S, const float* dH, 
 }
 
 // 128 × 128 tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's embedding at large widths.
-template <class P>
-__device__ void embed_forward_wide_body(const float* S, const float* W, float* out, int B, int Kin, int d, int splits,
-                                   float* scratch, unsigned int* counters) {
-    gemm_wide<P>(Mat<true>{S, Kin}, Mat<true>{W, d}, B, d, Kin, splits, scratch, counters, false,
+template <class P, class E>
+__device__ void embed_forward_wide_body(const E* S, const E* W, float* out, int B, int Kin, int d, int splits,
+                                        float* scratch, unsigned int* counters) {
+    gemm_wide<P>(operand_view<true>(S, Kin), operand_view<true>(W, d), B, d, Kin, splits, scratch, counters, false,
                  [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
                      for (int i = 0; i < 8; ++i)
                          if (tc.m(i) < B) store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
                  });
 }
 
-template <class P>
-__device__ void embed_backward_wide_body(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits,
-                                    float* scratch, unsigned int* counters) {
-    gemm_wide<P>(Mat<false>{S, Kin}, Mat<true>{dH, d}, Kin, d, B, splits, scratch, counters, false,
+template <class P, class E>
+__device__ void embed_backward_wide_body(const E* S, const E* dH, float* dW, int B, int Kin, int d, int splits,
+                                         float* scratch, unsigned int* counters) {
+    gemm_wide<P>(operand_view<false>(S, Kin), operand_view<true>(dH, d), Kin, d, B, splits, scratch, counters, false,
                  [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
                      for (int i = 0; i < 8; ++i)
                          if (tc.m(i) < Kin) store_row4(dW, d, tc.m(i), tc.n(0), d, acc[i]);
@@ -164,13 +164,15 @@ embed_backward_wide(const float* S, const float* dH, float* dW, int B, int Kin, 
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
-embed_forward_wide_bf16(const float* S, const float* W, float* out, int B, int Kin, int d, int splits, float* scratch,
+embed_forward_wide_bf16(const unsigned short* S, const unsigned short* W, float* out, int B, int Kin, int d, int splits,
+                        float* scratch,
                         unsigned int* counters) {
     embed_forward_wide_body<PrecBf16>(S, W, out, B, Kin, d, splits, scratch, counters);
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
-embed_backward_wide_bf16(const float* S, const float* dH, float* dW, int B, int Kin, int d, int splits, float* scratch,
+embed_backward_wide_bf16(const unsigned short* S, const unsigned short* dH, float* dW, int B, int Kin, int d,
+                         int splits, float* scratch,
                          unsigned int* counters) {
     embed_backward_wide_body<PrecBf16>(S, dH, dW, B, Kin, d, splits, scratch, counters);
 }

@@ -11,7 +11,8 @@
 //   BF16  gemm.cuh's tensor-core path stages fp32 operands and rounds each fragment as a warp reads
 //         it; its 64 × 64 tile gives a warp 32 × 16 outputs — per k16, 4 mma against 12 eight-byte
 //         shared reads and 12 conversions: shared memory, not the tensor cores, set its pace (about
-//         60 TFLOP/s). Here each operand is rounded to BF16 once, as it is staged, and warp w (8 warps
+//         60 TFLOP/s). Here the operands come as BF16 copies in memory (Mat16: bf16_copy.cu, or the
+//         epilogue of the kernel that produced them; plans.py BF16_COPIES), and warp w (8 warps
 //         as 2 rows × 4 columns) owns rows 64·(w/4) … +63, columns 32·(w%4) … +31: 4 × 4 mma tiles of
 //         16 × 8 (mma.cuh's m16n8k16 fragments) — per k16, 16 mma against 24 four-byte shared reads
 //         that meet no bank twice, and no conversions. k steps of 32. A staged operand X(k, i) (i = m
@@ -21,17 +22,23 @@
 //   BF16 on Hopper (sm_90a): WideWgmma, the same staging into wgmma.cuh's core matrices and two
 //         asynchronous warpgroup products (m64n128k16) a k step; width 2048 / batch 1024's BF16 step
 //         2.50 → 1.75 ms on an H200 (bench/results/gpu-mixer-2026-12-04.md).
-// Both: two shared buffers, the next k step fetched into registers while the current one multiplies
+//   BF16 operands in memory: the tiles read fp32 at first and rounded as they staged; reading BF16
+//         copies halves the bytes and the staging work (the conversions): with plain vector loads
+//         inside the operands, width 2048 / batch 1024's step 1.75 → 1.45 ms on an H200 (copies
+//         included; bench/results/gpu-mixer-2026-12-04.md, eleventh session).
+// All: two shared buffers, the next k step fetched into registers while the current one multiplies
 // (as gemm.cuh's fp32 path). For BF16 this beat a cp.async pipeline of fp32 steps rounded as the
 // fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128 registers with spills):
 // litenet-base's BF16 step at width 2048, batch 1024, 2.48 against 2.66 ms on an H200; one block a
-// multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined). Then each 128 × 64 half of the tile, in gemm.cuh's tall SIMT layout
+// multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined). Then each 128 × 64
+// half of the tile, in gemm.cuh's tall SIMT layout
 // (thread t owns acc[i][j] = C[8·ty + i][4·tx + j]; the BF16 tile gets there through shared memory),
 // goes through splitk.cuh's tile_fixup as a tall tile of its own (slab LN_SLAB_OF(8), counters of
 // half 2·tile + h), so split-K and every epilogue are the tall tile's.
 //
-// Rounding and order: fp32 sums in k order as the other fp32 tiles; BF16 rounds the same values (to
-// nearest even) as the 64-row path and sums the same k16 chunks in k order.
+// Rounding and order: fp32 sums in k order as the other fp32 tiles; BF16 multiplies the same values
+// as the 64-row path (each operand rounded to nearest even once, now by whoever made the copy) and
+// sums the same k16 chunks in k order. The BF16 tiles' column sums (∂b) add the BF16 values of ∂y.
 // Limits: any M, N, K (guarded loads read 0 outside); column sums only where B is contiguous along n
 // (the ∂W products': elsewhere none are asked for).
 #pragma once
@@ -77,8 +84,11 @@ struct __align__(16) WideSmem {
 // fp32 on the SIMT cores.
 
 struct WideFp32 {
-    static constexpr int TK = LN_TK, VECS = 2;  // k per step; 4-vectors fetched per operand and thread
-    float acc[8][8];                            // rows 8·ty + i, columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
+    static constexpr int TK = LN_TK;
+    struct Step {  // a k step of one operand in flight: gemm.cuh's FetchSlots<128>
+        float4 v[2];
+    };
+    float acc[8][8];  // rows 8·ty + i, columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
 
     __device__ __forceinline__ static void staged() {}  // the multiply is synchronous: nothing to order
     __device__ __forceinline__ void settle() {}
@@ -92,13 +102,17 @@ struct WideFp32 {
     // registers at gemm.cuh's FetchSlots<128> (memory: X(k, i) = p[i·ld + k] when K_CONTIGUOUS, else
     // p[k·ld + i]).
     template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
-                                                 float4 (&v)[VECS]) {
-        fetch_operand<LN_WIDE, K_CONTIGUOUS>(p, ld, I, i0, k0, k_end, FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), v);
+    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end, Step& r) {
+        fetch_operand<LN_WIDE, K_CONTIGUOUS>(p, ld, I, i0, k0, k_end, FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), r.v);
     }
     template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
-        ::stage(s.fp32[buf][operand], FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), v);
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const Step& r) {
+        ::stage(s.fp32[buf][operand], FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), r.v);
+    }
+    // Fetched contiguous along i: the thread's 4 columns are the same in both vectors.
+    __device__ __forceinline__ static void add_column_sums(float4& cs, const Step& r) {
+        add4(cs, r.v[0]);
+        add4(cs, r.v[1]);
     }
     template <bool KA, bool KB>
     __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
@@ -133,12 +147,105 @@ __device__ __forceinline__ int wide_word(int kw, int i) {
 
 __device__ __forceinline__ float word_bits(unsigned int w) { return __int_as_float((int)w); }
 
-// Both BF16 tiles' fetch of an operand contiguous along k: vector l of thread t (e = t + 256·l) holds
-// X(i0 + e / 8, k0 + 4·(e % 8) … +3), so 8 threads read a row's 128 bytes; zeros past I and k_end.
-__device__ __forceinline__ float4 fetch_along_k(const Mat<true>& rows, int I, int i0, int k0, int k_end, int l) {
-    const int e = threadIdx.x + LN_THREADS * l, i = i0 + e / 8, k = k0 + 4 * (e % 8);
-    return rows.load4(i, k, i < I ? min(4, k_end - k) : 0);
-}
+// A BF16 operand in memory (its bits as unsigned short; litenet/train/cuda/plans.py makes these copies
+// with bf16_copy.cu): gemm.cuh's Mat, read 4 or 8 values along the contiguous index at a time.
+template <bool SECOND_CONTIGUOUS>
+struct Mat16 {
+    const unsigned short* p;
+    int ld;
+    static constexpr bool second_contiguous = SECOND_CONTIGUOUS;
+    // Values (r, c … c + N − 1) of the rows view p[r·ld + c] (N = 8 or 4) as N/2 words w[0 …] (c even in
+    // the low half); `avail` of them exist (≤ 0: none), the rest read 0. One 16- or 8-byte load where
+    // alignment allows.
+    template <int N>
+    __device__ __forceinline__ void load_row(int r, int c, int avail, unsigned int* w) const {
+        const unsigned short* q = p + (size_t)r * ld + c;
+        if (avail >= N && ld % N == 0 && reinterpret_cast<size_t>(q) % (2 * N) == 0) {
+            if (N == 8) {
+                const uint4 v = *reinterpret_cast<const uint4*>(q);
+                w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+            } else {
+                const uint2 v = *reinterpret_cast<const uint2*>(q);
+                w[0] = v.x, w[1] = v.y;
+            }
+            return;
+        }
+#pragma unroll
+        for (int e = 0; e < N / 2; ++e) w[e] = 0u;
+#pragma unroll
+        for (int e = 0; e < N; ++e)  // unrolled, so w stays in registers
+            if (e < avail) w[e / 2] |= (unsigned int)q[e] << (16 * (e & 1));
+    }
+};
+
+// Both BF16 tiles' fetch of X(k, i) for k0 ≤ k < k0 + 32, i0 ≤ i < i0 + 128 (zeros past k_end and I)
+// from a BF16 operand, e = t + 256·l:
+//   K_CONTIGUOUS  along_k[l] (l < 2): row i0 + e / 4, k = k0 + 8·(e % 4) … +7 (4 threads a row's 64 bytes)
+//   else          along_i[l] (l < 4): k row k0 + 4·warp + l, columns i0 + 4·lane … +3 (a warp reads a
+//                 row's 256 bytes; the same 4 columns in every row, as the column sums need)
+struct Bf16Step {
+    unsigned int w[8];  // along_k(l)[j] = w[4·l + j], along_i(l)[j] = w[2·l + j]
+    __device__ __forceinline__ const unsigned int* along_k(int l) const { return w + 4 * l; }
+    __device__ __forceinline__ unsigned int along_i(int l, int j) const { return w[2 * l + j]; }
+
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ void fetch(const unsigned short* p, int ld, int I, int i0, int k0, int k_end) {
+        const Mat16<true> rows{p, ld};  // rows(r, c …): K_CONTIGUOUS r = i, c = k; else r = k, c = i
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        // Inside the operand and aligned (every step of litenet-base's products): plain vector loads. The
+        // guarded path's checks and index arithmetic cost more issue slots than the loads themselves
+        // (ncu: 37 % of issue slots busy, a third of the stalls on the loads' results).
+        const bool inside =
+            i0 + LN_WIDE <= I && k0 + 32 <= k_end && ld % 8 == 0 && reinterpret_cast<size_t>(p) % 16 == 0;
+#pragma unroll
+        for (int l = 0; l < (K_CONTIGUOUS ? 2 : 4); ++l) {
+            if (K_CONTIGUOUS) {
+                const int e = threadIdx.x + LN_THREADS * l, i = i0 + e / 4, k = k0 + 8 * (e % 4);
+                if (inside) {
+                    const uint4 v = *reinterpret_cast<const uint4*>(p + (size_t)i * ld + k);
+                    w[4 * l] = v.x, w[4 * l + 1] = v.y, w[4 * l + 2] = v.z, w[4 * l + 3] = v.w;
+                } else {
+                    rows.template load_row<8>(i, k, i < I ? min(8, k_end - k) : 0, w + 4 * l);
+                }
+            } else {
+                const int k = k0 + 4 * warp + l, i = i0 + 4 * lane;
+                if (inside) {
+                    const uint2 v = *reinterpret_cast<const uint2*>(p + (size_t)k * ld + i);
+                    w[2 * l] = v.x, w[2 * l + 1] = v.y;
+                } else {
+                    rows.template load_row<4>(k, i, k < k_end ? min(4, I - i) : 0, w + 2 * l);
+                }
+            }
+        }
+    }
+    // Fetched contiguous along i: the word of column 4·lane + c holding k rows 2·j and 2·j + 1 (j < 2)
+    // of the thread's four — halves of two fetched words, interleaved.
+    __device__ __forceinline__ unsigned int pair_along_k(int c, int j) const {
+        return __byte_perm(along_i(2 * j, c / 2), along_i(2 * j + 1, c / 2), c % 2 ? 0x7632 : 0x5410);
+    }
+    // Σ over the thread's 4 k rows of its 4 columns (fetched contiguous along i), in fp32.
+    __device__ __forceinline__ void add_column_sums(float4& cs) const {
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            cs.x += bf16_value(along_i(l, 0), 0);
+            cs.y += bf16_value(along_i(l, 0), 1);
+            cs.z += bf16_value(along_i(l, 1), 0);
+            cs.w += bf16_value(along_i(l, 1), 1);
+        }
+    }
+};
+
+// What both BF16 tiles share: k steps of 32, fetched from BF16 operands as Bf16Step.
+struct Bf16Operands {
+    static constexpr int TK = 32;
+    typedef Bf16Step Step;
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void fetch(const unsigned short* p, int ld, int I, int i0, int k0, int k_end,
+                                                 Step& r) {
+        r.fetch<K_CONTIGUOUS>(p, ld, I, i0, k0, k_end);
+    }
+    __device__ __forceinline__ static void add_column_sums(float4& cs, const Step& r) { r.add_column_sums(cs); }
+};
 
 // One m16n8 accumulator fragment f (mma.cuh's C layout: rows r, r + 8, columns c, c + 1) into the
 // shared half tile.
@@ -161,8 +268,7 @@ __device__ __forceinline__ void read_half_tile(const WideSmem& s, float (&out)[8
     }
 }
 
-struct WideBf16 {
-    static constexpr int TK = 32, VECS = 4;
+struct WideBf16 : Bf16Operands {
     float acc[4][4][4];  // [mi][ni]: warp w's mma tile at rows 64·(w/4) + 16·mi, columns 32·(w%4) + 8·ni
 
     __device__ __forceinline__ static void staged() {}
@@ -174,43 +280,23 @@ struct WideBf16 {
                 for (int j = 0; j < 4; ++j) acc[mi][ni][j] = 0.f;
     }
 
-    // X(k, i) for k0 ≤ k < k0 + 32, i0 ≤ i < i0 + 128, zeros past k_end and I, in thread t's registers:
-    //   K_CONTIGUOUS  v[l], e = t + 256·l: row i0 + e / 8, k = k0 + 4·(e % 8) … +3
-    //   else          v[2l], v[2l + 1], e = t + 256·l (l < 2): k rows k0 + 2·(e / 32) and the next, of
-    //                 columns i0 + 4·(e % 32) … +3 — the two rows whose values share a word
-    // Consecutive threads walk the contiguous index: a warp reads 4 rows of 128 bytes, or one of 512.
+    // The fetched step into a staged operand, 16 bytes a store: contiguous along k a row's 8 values as
+    // they came; contiguous along i, for each pair of the thread's k rows, its 4 columns' words.
     template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
-                                                 float4 (&v)[VECS]) {
-        const Mat<true> rows{p, ld};  // rows(r, c … c+3): K_CONTIGUOUS r = i, c = k; else r = k, c = i
-#pragma unroll
-        for (int l = 0; l < VECS; ++l) {
-            if (K_CONTIGUOUS) {
-                v[l] = fetch_along_k(rows, I, i0, k0, k_end, l);
-            } else {
-                const int e = threadIdx.x + LN_THREADS * (l >> 1), i = i0 + 4 * (e % 32);
-                const int k = k0 + 2 * (e / 32) + (l & 1);
-                v[l] = rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
-            }
-        }
-    }
-    // The fetched step into a staged operand, rounded to BF16 pairs.
-    template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const Step& r) {
         unsigned int* dst = s.bf16[buf][operand];
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-        for (int l = 0; l < (K_CONTIGUOUS ? 4 : 2); ++l) {
-            const int e = threadIdx.x + LN_THREADS * l;
+        for (int l = 0; l < 2; ++l) {
             if (K_CONTIGUOUS) {
-                float* q = reinterpret_cast<float*>(dst + wide_word<true>(2 * (e % 8), e / 8));
-                LN_CHECK_ALIGN(q, 8);
-                *reinterpret_cast<float2*>(q) = make_float2(word_bits(to_bf16x2(v[l].x, v[l].y)),
-                                                            word_bits(to_bf16x2(v[l].z, v[l].w)));
-            } else {
-                const float4 lo = v[2 * l], hi = v[2 * l + 1];
-                st4(reinterpret_cast<float*>(dst + wide_word<false>(e / 32, 4 * (e % 32))),
-                    make_float4(word_bits(to_bf16x2(lo.x, hi.x)), word_bits(to_bf16x2(lo.y, hi.y)),
-                                word_bits(to_bf16x2(lo.z, hi.z)), word_bits(to_bf16x2(lo.w, hi.w))));
+                const int e = threadIdx.x + LN_THREADS * l;
+                const unsigned int* w = r.along_k(l);
+                st4(reinterpret_cast<float*>(dst + wide_word<true>(4 * (e % 4), e / 4)),
+                    make_float4(word_bits(w[0]), word_bits(w[1]), word_bits(w[2]), word_bits(w[3])));
+            } else {  // k rows 4·warp + 2·l and the next
+                st4(reinterpret_cast<float*>(dst + wide_word<false>(2 * warp + l, 4 * lane)),
+                    make_float4(word_bits(r.pair_along_k(0, l)), word_bits(r.pair_along_k(1, l)),
+                                word_bits(r.pair_along_k(2, l)), word_bits(r.pair_along_k(3, l))));
             }
         }
     }
@@ -268,8 +354,7 @@ struct WideBf16 {
 // asynchronous m64n128k16 a step: the threads stage the next step while the tensor cores work, and
 // no fragment is read by a thread.
 #ifdef LN_WGMMA
-struct WideWgmma {
-    static constexpr int TK = 32, VECS = 4;
+struct WideWgmma : Bf16Operands {
     float acc[64];  // warp w's rows 16·w + g, + 8, columns 8·j + 2·q, + 1 (wgmma.cuh's fragment)
 
     __device__ __forceinline__ void zero() {
@@ -279,48 +364,28 @@ struct WideWgmma {
         return (k >> 3) * LN_WG_LBO + (i >> 3) * LN_WG_SBO + (i & 7) * 16 + (k & 7) * 2;
     }
 
-    // X(k, i) for k0 ≤ k < k0 + 32, i0 ≤ i < i0 + 128, zeros past k_end and I, in thread t's registers,
-    // e = t + 256·l:
-    //   K_CONTIGUOUS  v[l]: row i0 + e / 8, k = k0 + 4·(e % 8) … +3 (a warp reads 4 rows of 128 bytes)
-    //   else          v[l]: k row k0 + 4·w + l, columns i0 + 4·lane … +3 (a warp reads 4 rows of 512 bytes;
-    //                 the same 4 columns in every vector, as the column sums need)
+    // The fetched step into a staged operand: contiguous along k, a row's 8 values (one core-matrix row,
+    // 16 bytes) a store; contiguous along i, each of the thread's 4 columns' 4 k values (8 bytes).
     template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
-                                                 float4 (&v)[VECS]) {
-        const Mat<true> rows{p, ld};
-        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-        for (int l = 0; l < VECS; ++l) {
-            if (K_CONTIGUOUS) {
-                v[l] = fetch_along_k(rows, I, i0, k0, k_end, l);
-            } else {
-                const int k = k0 + 4 * warp + l, i = i0 + 4 * lane;
-                v[l] = rows.load4(k, i, k < k_end ? min(4, I - i) : 0);
-            }
-        }
-    }
-    // The fetched step into a staged operand, rounded to BF16: half a core-matrix row (4 values along k,
-    // 8 bytes) a store.
-    template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const float4 (&v)[VECS]) {
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const Step& r) {
         char* dst = reinterpret_cast<char*>(s.wgmma[buf][operand]);
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        auto put = [&](int i, int k, float a, float b, float c, float d) {  // X(i, k … k+3), k % 4 = 0
-            float* q = reinterpret_cast<float*>(dst + offset(i, k));
-            LN_CHECK_ALIGN(q, 8);
-            *reinterpret_cast<float2*>(q) = make_float2(word_bits(to_bf16x2(a, b)), word_bits(to_bf16x2(c, d)));
-        };
         if (K_CONTIGUOUS) {
 #pragma unroll
-            for (int l = 0; l < VECS; ++l) {
+            for (int l = 0; l < 2; ++l) {
                 const int e = threadIdx.x + LN_THREADS * l;
-                put(e / 8, 4 * (e % 8), v[l].x, v[l].y, v[l].z, v[l].w);
+                const unsigned int* w = r.along_k(l);
+                st4(reinterpret_cast<float*>(dst + offset(e / 4, 8 * (e % 4))),
+                    make_float4(word_bits(w[0]), word_bits(w[1]), word_bits(w[2]), word_bits(w[3])));
             }
-        } else {  // column 4·lane + j of the 4 k rows 4·w … +3
-            put(4 * lane, 4 * warp, v[0].x, v[1].x, v[2].x, v[3].x);
-            put(4 * lane + 1, 4 * warp, v[0].y, v[1].y, v[2].y, v[3].y);
-            put(4 * lane + 2, 4 * warp, v[0].z, v[1].z, v[2].z, v[3].z);
-            put(4 * lane + 3, 4 * warp, v[0].w, v[1].w, v[2].w, v[3].w);
+        } else {  // column 4·lane + c of the k rows 4·warp … +3
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                float* q = reinterpret_cast<float*>(dst + offset(4 * lane + c, 4 * warp));
+                LN_CHECK_ALIGN(q, 8);
+                *reinterpret_cast<float2*>(q) =
+                    make_float2(word_bits(r.pair_along_k(c, 0)), word_bits(r.pair_along_k(c, 1)));
+            }
         }
     }
     // The staged stores, ordered before the tensor cores' reads (the barrier after this follows).
@@ -374,16 +439,17 @@ struct WideOf<PrecBf16> {
 // ---------------------------------------------------------------------------------------------
 // The k loop, split-K and the epilogue, for both.
 
-// tile.acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the 128 × 128 tile at (m0, n0); with
-// `colsums`, cs is this thread's share of B's column sums in fp32 (the values before any rounding;
-// B contiguous along n: both fetches give a thread the same 4 columns in every vector). Ends with a
-// barrier.
-template <class T, bool SA, bool SB>
-__device__ void wide_tile(T& tile, const Mat<SA>& a, const Mat<SB>& b, int M, int N, int k_begin, int k_end, int m0,
-                          int n0, bool colsums, float4& cs, WideSmem& s) {
+// tile.acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the 128 × 128 tile at (m0, n0) (A and B
+// gemm.cuh's Mat of fp32 for WideFp32, Mat16 of BF16 for the BF16 tiles); with `colsums`, cs is this
+// thread's share of B's column sums in fp32 (B contiguous along n: both fetches give a thread the same
+// 4 columns in every row). Ends with a barrier.
+template <class T, class MA, class MB>
+__device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k_begin, int k_end, int m0, int n0,
+                          bool colsums, float4& cs, WideSmem& s) {
+    constexpr bool SA = MA::second_contiguous, SB = MB::second_contiguous;
     tile.zero();
     cs = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 ra[T::VECS], rb[T::VECS];
+    typename T::Step ra, rb;
     auto fetch = [&](int k0) {
         T::template fetch<SA>(a.p, a.ld, M, m0, k0, k_end, ra);
         T::template fetch<!SB>(b.p, b.ld, N, n0, k0, k_end, rb);
@@ -391,8 +457,7 @@ __device__ void wide_tile(T& tile, const Mat<SA>& a, const Mat<SB>& b, int M, in
     auto stage = [&](int buf) {
         T::template stage<SA>(s, buf, 0, ra);
         T::template stage<!SB>(s, buf, 1, rb);
-        if (SB && colsums)
-            for (int l = 0; l < T::VECS; ++l) add4(cs, rb[l]);
+        if (SB && colsums) T::add_column_sums(cs, rb);
     };
     if (k_begin < k_end) {
         fetch(k_begin);
@@ -412,6 +477,31 @@ __device__ void wide_tile(T& tile, const Mat<SA>& a, const Mat<SB>& b, int M, in
     }
 }
 
+// store_row4 (splitk.cuh) into a BF16 copy: an epilogue's output rounded for the wide BF16 products that
+// read it next (plans.py BF16_COPIES), 8 bytes where alignment allows.
+__device__ __forceinline__ void store_row4_bf16(unsigned short* out, int ld, int m, int n, int N, const float (&v)[4]) {
+    unsigned short* q = out + (size_t)m * ld + n;
+    if (n + 3 < N && (ld & 3) == 0 && reinterpret_cast<size_t>(q) % 8 == 0) {
+        uint2 w;
+        w.x = to_bf16x2(v[0], v[1]);
+        w.y = to_bf16x2(v[2], v[3]);
+        *reinterpret_cast<uint2*>(q) = w;
+        return;
+    }
+    for (int j = 0; j < 4; ++j)
+        if (n + j < N) q[j] = (unsigned short)(to_bf16x2(v[j], 0.f) & 0xffffu);
+}
+
+// A product operand's view: gemm.cuh's Mat over fp32 (WideFp32), Mat16 over BF16 (the BF16 tiles).
+template <bool S>
+__device__ __forceinline__ Mat<S> operand_view(const float* p, int ld) {
+    return Mat<S>{p, ld};
+}
+template <bool S>
+__device__ __forceinline__ Mat16<S> operand_view(const unsigned short* p, int ld) {
+    return Mat16<S>{p, ld};
+}
+
 // Block x of a launch over ⌈M / 128⌉ · ⌈N / 128⌉ tiles (n fastest), each split `splits` ways.
 struct WideCoords {
     int m0, n0, tile, split;
@@ -429,8 +519,8 @@ struct WideCoords {
 // it (the tall tile's contract; thread t < 64's colsum is column at.n0 + t's when `first_row_sums`
 // and the tile is in the first row: a bias gradient). scratch ≥ 2 · tiles · splits · LN_SLAB_OF(8)
 // floats when splits > 1; counters ≥ 2 · tiles · LN_TILE_COUNTERS zeroed (geometry.Gemm.fixup_tiles).
-template <class P, bool SA, bool SB, class Epilogue>
-__device__ void gemm_wide(const Mat<SA>& a, const Mat<SB>& b, int M, int N, int K, int splits, float* scratch,
+template <class P, class MA, class MB, class Epilogue>
+__device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int splits, float* scratch,
                           unsigned int* counters, bool first_row_sums, const Epilogue& epilogue) {
     __shared__ WideSmem s;
     LN_SHARED_WINDOW(&s);

@@ -21,8 +21,10 @@
 // `_bf16` on the tensor cores (sm_80+), fp32 accumulation, fp32 in memory.
 //
 // litenet-base's large products add `_wide` (fp32) and `_wide_bf16` versions of the four plain
-// products (no GELU' fusion): 128 × 128 tiles (gemm_wide.cuh; BF16 rounds the operands as they are
-// staged) with the tall tiles' epilogues; geometry.Gemm.wide chooses them.
+// products: 128 × 128 tiles (gemm_wide.cuh; the BF16 ones read BF16 copies of their operands, plans.py
+// BF16_COPIES) with the tall tiles' epilogues; geometry.Gemm.wide chooses them. In BF16 the GELU
+// forward also writes a's copy, and `linear_backward_input_gelu_wide_bf16` (∂u = ∂a Wᵀ · GELU'(u)
+// and ∂u's copy) replaces fc2's ∂input, gelu_backward and a copy.
 //
 // Launch: 256 threads; grid = tiles_m · tiles_n · splits with tiles over the output ((B, n_out),
 // (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile x / splits,
@@ -34,10 +36,12 @@
 #include "gemm_wide.cuh"
 #include "splitk.cuh"
 
-// The forward's epilogue on thread t's TM×4 block of a finished tile: + bias (+ residual), then GELU.
+// The forward's epilogue on thread t's TM×4 block of a finished tile: + bias (+ residual), then GELU
+// (with `a16`, also GELU's BF16 copy).
 template <int TM, bool GELU>
 __device__ __forceinline__ void forward_epilogue(const TileAt<TM>& tc, const float (&acc)[TM][4], const float* bias,
-                                                 float* u, float* a, int B, int n_out, const float* residual) {
+                                                 float* u, float* a, int B, int n_out, const float* residual,
+                                                 unsigned short* a16 = nullptr) {
     float b[4];
     for (int j = 0; j < 4; ++j) b[j] = tc.n(j) < n_out ? bias[tc.n(j)] : 0.f;
     for (int i = 0; i < TM; ++i) {
@@ -50,19 +54,22 @@ __device__ __forceinline__ void forward_epilogue(const TileAt<TM>& tc, const flo
         }
         store_row4(u, n_out, tc.m(i), tc.n(0), n_out, v);
         if (GELU) store_row4(a, n_out, tc.m(i), tc.n(0), n_out, g);
+        if (GELU && a16 != nullptr) store_row4_bf16(a16, n_out, tc.m(i), tc.n(0), n_out, g);
     }
 }
 
-// ∂x's epilogue; with `u`, times GELU'(u) (the gradient reaches the GELU's input).
+// ∂x's epilogue; with `u`, times GELU'(u) (the gradient reaches the GELU's input); with `dx16`, also
+// its BF16 copy.
 template <int TM>
 __device__ __forceinline__ void backward_input_epilogue(const TileAt<TM>& tc, float (&acc)[TM][4], float* dx, int B,
-                                                        int n_in, const float* u) {
+                                                        int n_in, const float* u, unsigned short* dx16 = nullptr) {
     for (int i = 0; i < TM; ++i) {
         if (tc.m(i) >= B) continue;
         if (u != nullptr)
             for (int j = 0; j < 4; ++j)
                 if (tc.n(j) < n_in) acc[i][j] *= gelu_slope(u[(size_t)tc.m(i) * n_in + tc.n(j)]);
         store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
+        if (dx16 != nullptr) store_row4_bf16(dx16, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
     }
 }
 
@@ -123,28 +130,33 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
 }
 
 // The same three products in 128 × 128 tiles (gemm_wide.cuh), with the tall tiles' epilogues.
-template <class P, bool GELU>
-__device__ void linear_forward_wide_body(const float* x, const float* W, const float* bias, float* u, float* a, int B,
-                                    int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
-    gemm_wide<P>(Mat<true>{x, n_in}, Mat<true>{W, n_out}, B, n_out, n_in, splits, scratch, counters, false,
+template <class P, bool GELU, class E>
+__device__ void linear_forward_wide_body(const E* x, const E* W, const float* bias, float* u, float* a, int B, int n_in,
+                                         int n_out, int splits, float* scratch, unsigned int* counters,
+                                         unsigned short* a16 = nullptr) {
+    gemm_wide<P>(operand_view<true>(x, n_in), operand_view<true>(W, n_out), B, n_out, n_in, splits, scratch, counters,
+                 false,
                  [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
-                     forward_epilogue<8, GELU>(tc, acc, bias, u, a, B, n_out, nullptr);
+                     forward_epilogue<8, GELU>(tc, acc, bias, u, a, B, n_out, nullptr, a16);
                  });
 }
 
-template <class P>
-__device__ void linear_backward_input_wide_body(const float* dy, const float* W, float* dx, int B, int n_in, int n_out,
-                                           int splits, float* scratch, unsigned int* counters) {
-    gemm_wide<P>(Mat<true>{dy, n_out}, Mat<false>{W, n_out}, B, n_in, n_out, splits, scratch, counters, false,
+template <class P, class E>
+__device__ void linear_backward_input_wide_body(const E* dy, const E* W, float* dx, int B, int n_in, int n_out,
+                                                int splits, float* scratch, unsigned int* counters,
+                                                const float* u = nullptr, unsigned short* dx16 = nullptr) {
+    gemm_wide<P>(operand_view<true>(dy, n_out), operand_view<false>(W, n_out), B, n_in, n_out, splits, scratch, counters,
+                 false,
                  [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
-                     backward_input_epilogue<8>(tc, acc, dx, B, n_in, nullptr);
+                     backward_input_epilogue<8>(tc, acc, dx, B, n_in, u, dx16);
                  });
 }
 
-template <class P>
-__device__ void linear_backward_weight_wide_body(const float* x, const float* dy, float* dW, float* db, int B, int n_in,
-                                            int n_out, int splits, float* scratch, unsigned int* counters) {
-    gemm_wide<P>(Mat<false>{x, n_in}, Mat<true>{dy, n_out}, n_in, n_out, B, splits, scratch, counters, true,
+template <class P, class E>
+__device__ void linear_backward_weight_wide_body(const E* x, const E* dy, float* dW, float* db, int B, int n_in,
+                                                 int n_out, int splits, float* scratch, unsigned int* counters) {
+    gemm_wide<P>(operand_view<false>(x, n_in), operand_view<true>(dy, n_out), n_in, n_out, B, splits, scratch, counters,
+                 true,
                  [&](const TileAt<8>& tc, float (&acc)[8][4], float db_sum) {
                      backward_weight_epilogue<8>(tc, acc, db_sum, dW, db, n_in, n_out);
                  });
@@ -308,25 +320,37 @@ linear_backward_weight_wide(const float* x, const float* dy, float* dW, float* d
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
-linear_forward_wide_bf16(const float* x, const float* W, const float* bias, float* y, int B, int n_in, int n_out,
-                       int splits, float* scratch, unsigned int* counters) {
+linear_forward_wide_bf16(const unsigned short* x, const unsigned short* W, const float* bias, float* y, int B, int n_in,
+                         int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_forward_wide_body<PrecBf16, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
 }
 
+// Also writes GELU's BF16 copy a16, which fc2's wide BF16 products read (plans.py BF16_COPIES "A16").
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
-linear_gelu_forward_wide_bf16(const float* x, const float* W, const float* bias, float* u, float* a, int B, int n_in,
-                            int n_out, int splits, float* scratch, unsigned int* counters) {
-    linear_forward_wide_body<PrecBf16, true>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters);
+linear_gelu_forward_wide_bf16(const unsigned short* x, const unsigned short* W, const float* bias, float* u, float* a,
+                              unsigned short* a16, int B, int n_in, int n_out, int splits, float* scratch,
+                              unsigned int* counters) {
+    linear_forward_wide_body<PrecBf16, true>(x, W, bias, u, a, B, n_in, n_out, splits, scratch, counters, a16);
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
-linear_backward_input_wide_bf16(const float* dy, const float* W, float* dx, int B, int n_in, int n_out, int splits,
-                              float* scratch, unsigned int* counters) {
+linear_backward_input_wide_bf16(const unsigned short* dy, const unsigned short* W, float* dx, int B, int n_in, int n_out,
+                                int splits, float* scratch, unsigned int* counters) {
     linear_backward_input_wide_body<PrecBf16>(dy, W, dx, B, n_in, n_out, splits, scratch, counters);
 }
 
+// ∂u = (∂a Wᵀ) · GELU'(u) and its BF16 copy du16, which fc1's wide BF16 backward products read: fc2's
+// ∂input, the GELU's backward and the copy in one launch (plans.py; an H200 spent 38 µs on gelu_backward
+// and about 20 on the copy in a 1.5 ms step at litenet-base's width 2048).
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
-linear_backward_weight_wide_bf16(const float* x, const float* dy, float* dW, float* db, int B, int n_in, int n_out,
-                               int splits, float* scratch, unsigned int* counters) {
+linear_backward_input_gelu_wide_bf16(const unsigned short* dy, const unsigned short* W, const float* u, float* du,
+                                     unsigned short* du16, int B, int n_in, int n_out, int splits, float* scratch,
+                                     unsigned int* counters) {
+    linear_backward_input_wide_body<PrecBf16>(dy, W, du, B, n_in, n_out, splits, scratch, counters, u, du16);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_backward_weight_wide_bf16(const unsigned short* x, const unsigned short* dy, float* dW, float* db, int B,
+                                 int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_backward_weight_wide_body<PrecBf16>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
 }

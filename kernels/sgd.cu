@@ -7,6 +7,11 @@
 //                        the step's per-tensor ‖g‖², and ‖g‖ and the decision written to the
 //                        statistics row — one launch instead of grad_norm_clip + sgd_momentum_update.
 //
+// sgd_clip_update also writes the updated parameters' BF16 copy (the first n16 of them: n, or 0 for
+// none) where the step's wide BF16 products read one (plans.py BF16_COPIES "P16"): rounding them here,
+// while they pass through registers anyway, saves a pass over the parameters each step (about 60 µs of
+// a 1.6 ms step at litenet-base's width 2048 on an H200, bench/results/gpu-mixer-2026-12-04.md).
+//
 // lr = lrs[ctr[0]] (the schedule lives on the device). Each operation is rounded separately, in
 // NumPy's order (__fmul_rn/__fadd_rn stop the compiler fusing them into FMAs), so the update
 // matches the twin bit for bit. Four elements per thread at a time (16-byte loads and stores
@@ -14,6 +19,7 @@
 // pass. After its work the last block to finish advances the step counter.
 // Launch: 256 threads, any grid (grid-stride).
 #include "common.cuh"
+#include "mma.cuh"
 
 __device__ __forceinline__ void sgd_element(float* w, float* v, float g, float lr, float momentum, float wd) {
     const float vel = __fadd_rn(__fadd_rn(__fmul_rn(*v, momentum), g), __fmul_rn(wd, *w));
@@ -21,11 +27,14 @@ __device__ __forceinline__ void sgd_element(float* w, float* v, float g, float l
     *w = __fsub_rn(*w, __fmul_rn(lr, vel));
 }
 
-// The update of all n elements; g scaled by `scale` unless it is 1 (the unclipped step reads g as is).
+// The update of all n elements; g scaled by `scale` unless it is 1 (the unclipped step reads g as is);
+// the first n16 new values also into params16 in BF16.
 __device__ __forceinline__ void sgd_all(float* params, float* velocity, const float* grads, int n, float lr,
-                                        float momentum, float wd, float scale) {
+                                        float momentum, float wd, float scale, unsigned short* params16 = nullptr,
+                                        int n16 = 0) {
     const int stride = gridDim.x * blockDim.x, first = blockIdx.x * blockDim.x + threadIdx.x;
-    const bool vec = aligned16(params) && aligned16(velocity) && aligned16(grads);
+    const bool vec = aligned16(params) && aligned16(velocity) && aligned16(grads) &&
+                     reinterpret_cast<size_t>(params16) % 8 == 0;
     const int n4 = vec ? n / 4 : 0;
     for (int i = first; i < n4; i += stride) {
         const float4 w4 = ld4(params + 4 * i), v4 = ld4(velocity + 4 * i), g4 = ld4(grads + 4 * i);
@@ -36,9 +45,17 @@ __device__ __forceinline__ void sgd_all(float* params, float* velocity, const fl
             sgd_element(&w[e], &v[e], scale == 1.f ? g[e] : __fmul_rn(g[e], scale), lr, momentum, wd);
         st4(params + 4 * i, make_float4(w[0], w[1], w[2], w[3]));
         st4(velocity + 4 * i, make_float4(v[0], v[1], v[2], v[3]));
+        if (4 * i < n16) {  // n16 = n: params16 (as params) starts 16-byte aligned, so 4 values are 8 bytes
+            uint2 w16;
+            w16.x = to_bf16x2(w[0], w[1]);
+            w16.y = to_bf16x2(w[2], w[3]);
+            *reinterpret_cast<uint2*>(params16 + 4 * i) = w16;
+        }
     }
-    for (int i = 4 * n4 + first; i < n; i += stride)
+    for (int i = 4 * n4 + first; i < n; i += stride) {
         sgd_element(params + i, velocity + i, scale == 1.f ? grads[i] : __fmul_rn(grads[i], scale), lr, momentum, wd);
+        if (i < n16) params16[i] = (unsigned short)(to_bf16x2(params[i], 0.f) & 0xffffu);
+    }
 }
 
 extern "C" __global__ void sgd_momentum_update(float* params, float* velocity, const float* grads, int n,
@@ -50,7 +67,8 @@ extern "C" __global__ void sgd_momentum_update(float* params, float* velocity, c
 
 extern "C" __global__ void sgd_clip_update(float* params, float* velocity, const float* grads, int n, int T,
                                            const float* lrs, int* ctr, float* stats, int stat_width, float threshold,
-                                           float clip_norm, float momentum, float weight_decay) {
+                                           float clip_norm, float momentum, float weight_decay,
+                                           unsigned short* params16, int n16) {
     const int pos = step_pos(ctr);
     const float lr = lrs[pos];
     float* row = stats + (size_t)pos * stat_width;
@@ -60,6 +78,6 @@ extern "C" __global__ void sgd_clip_update(float* params, float* velocity, const
         row[LN_STAT_NORM] = norm;
         row[LN_STAT_CLIPPED] = scale != 1.f ? 1.f : 0.f;
     }
-    sgd_all(params, velocity, grads, n, lr, momentum, weight_decay, scale);
+    sgd_all(params, velocity, grads, n, lr, momentum, weight_decay, scale, params16, n16);
     advance_step_when_last(ctr);
 }

@@ -18,7 +18,7 @@ from litenet.resources import kernels_dir
 # Every kernel file, training and inference alike (one operation per file, CONVENTIONS.md; the
 # fused kernels have their own files). A plain list: kernels are never found by globbing.
 KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "grad_average", "sgd",
-                "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8",
+                "bf16_copy", "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8",
                 "token_linear", "patches", "mean_tokens", "adamw",
                 "patches_infer", "layernorm_int8", "token_linear_int8", "mean_tokens_int8")
 
@@ -30,7 +30,7 @@ _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s
 
 # The element type behind each pointer parameter, as a NumPy dtype.
 POINTEE = {"float": "float32", "int": "int32", "unsigned char": "uint8", "unsigned int": "uint32",
-           "signed char": "int8"}
+           "signed char": "int8", "unsigned short": "uint16"}  # unsigned short: BF16 bits
 
 
 @dataclass(frozen=True)

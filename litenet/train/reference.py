@@ -78,6 +78,22 @@ def adamw_update(params: np.ndarray, m: np.ndarray, v: np.ndarray, grads: np.nda
 
 
 # ---------------------------------------------------------------------------------------------
+# BF16 copies of the wide products' operands (kernels/bf16_copy.cu)
+
+
+def bf16_copy(x: np.ndarray) -> np.ndarray:
+    """float32 x rounded to BF16 (to nearest, ties to even), as its 16 bits: the twin of bf16_copy.cu
+    and of the hardware's cvt.rn.bf16 for finite values."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """The float32 values of BF16 bits (exact)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
 # Twins of fused CUDA kernels: what kernels/*.cu compute in one launch where the reference takes
 # several functions, composed from litenet.ops and the op-list walk, and nothing else.
 

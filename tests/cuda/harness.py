@@ -74,11 +74,14 @@ def compare_kernel(runner: Runner, name: str, seed: int = 0, **shape) -> dict[st
     tol = TOLERANCES[precision(name)[1]]
     out = {}
     for k in want:
+        value = runner.get(got[k])
+        if value.dtype == np.uint16:  # BF16 bits (a product's operand copy): compared by value
+            value = ref.bf16_values(value)
         if terms.get(k) == 0:  # exact by design (see the case)
-            np.testing.assert_array_equal(runner.get(got[k]), want[k], err_msg=f"{name}: {k}")
+            np.testing.assert_array_equal(value, want[k], err_msg=f"{name}: {k}")
             out[k] = 0.0
         else:
-            out[k] = compare(name, k, runner.get(got[k]), want[k], terms.get(k, 1), tol)
+            out[k] = compare(name, k, value, want[k], terms.get(k, 1), tol)
     if counters is not None:
         assert not runner.get(counters).any(), f"{name}: split-K counters not returned to zero"
     return out
@@ -108,6 +111,12 @@ def _product_launch(r, kernel, M, N, splits):
     shape = precision(kernel)[0]
     gm = Gemm(M, N, 0, splits, tall=shape.endswith("_tall"), wide=shape.endswith("_wide"))
     return gm.grid, *_splitk(r, gm.fixup_tiles, splits, slab(gm.tile_rows))
+
+
+def _operand(r, kernel, a):
+    """A product's operand as `kernel` reads it: the wide BF16 products take BF16 copies
+    (kernels/bf16_copy.cu, made by the plan), the others fp32."""
+    return r.put(ref.bf16_copy(a) if kernel.endswith("_wide_bf16") else a)
 
 
 def _schedule(r, rng, N, B):
@@ -145,24 +154,27 @@ def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, row
                                                               i32(parts)), shared=rows * K * 4)
         want = ops.embed_forward(x, W.astype(np.float64), embed, shift)
         return {"h0": out, "S": S}, {"h0": want, "S": s64}, {"h0": 3 * K, "S": 3}, None
-    S = r.put(ops.embed_inputs(ops.pixels_to_float(x, f32), embed, f32(shift)).astype(f32))
+    S = _operand(r, kernel, ops.embed_inputs(ops.pixels_to_float(x, f32), embed, f32(shift)).astype(f32))
     if name == "embed_forward":
         grid, scratch, counters = _product_launch(r, kernel, B, d, splits)
         out = _nan(r, (B, d))
-        r.launch(kernel, grid, (S, r.put(W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+        r.launch(kernel, grid, (S, _operand(r, kernel, W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
         return {"h0": out}, {"h0": ops.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
     dh = rng.standard_normal((B, d)).astype(f32)
     grid, scratch, counters = _product_launch(r, kernel, K, d, splits)
     out = _nan(r, (K, d))
-    r.launch(kernel, grid, (S, r.put(dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
+    r.launch(kernel, grid, (S, _operand(r, kernel, dh), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
     want = ops.embed_backward(dh.astype(np.float64), x, W.astype(np.float64), embed, shift)[0]
     return {"∂We": out}, {"∂We": want}, {"∂We": 3 * B}, counters
 
 
 @case("linear_forward", "linear_gelu_forward", "linear_backward_input", "linear_backward_weight",
       "linear_forward_tall", "linear_gelu_forward_tall", "linear_backward_input_tall", "linear_backward_weight_tall",
-      "linear_forward_wide", "linear_gelu_forward_wide", "linear_backward_input_wide", "linear_backward_weight_wide")
+      "linear_forward_wide", "linear_gelu_forward_wide", "linear_backward_input_wide", "linear_backward_weight_wide",
+      "linear_backward_input_gelu_wide")
 def _linear(r, rng, kernel, B, n_in, n_out, splits=1):
+    """The MLP's products (the wide BF16 GELU kernels also write BF16 copies: of a, and of ∂u, which
+    linear_backward_input_gelu_wide_bf16 computes as ∂u = (∂y Wᵀ)·GELU'(u))."""
     name = _version(kernel)
     x = rng.standard_normal((B, n_in)).astype(f32)
     W = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(f32)
@@ -172,23 +184,37 @@ def _linear(r, rng, kernel, B, n_in, n_out, splits=1):
     if name in ("linear_forward", "linear_gelu_forward"):
         grid, scratch, counters = _product_launch(r, kernel, B, n_out, splits)
         outs = [_nan(r, (B, n_out)) for _ in range(1 if name == "linear_forward" else 2)]
-        r.launch(kernel, grid, (r.put(x), r.put(W), r.put(b), *outs, i32(B), i32(n_in), i32(n_out), i32(splits),
-                                        scratch, counters))
+        if kernel == "linear_gelu_forward_wide_bf16":
+            outs.append(r.put(np.zeros((B, n_out), np.uint16)))
+        r.launch(kernel, grid, (_operand(r, kernel, x), _operand(r, kernel, W), r.put(b), *outs, i32(B), i32(n_in),
+                                i32(n_out), i32(splits), scratch, counters))
         if name == "linear_forward":
             return {"y": outs[0]}, {"y": ops.linear_forward(x64, W64, b64)}, {"y": n_in}, counters
         u, a = ref.linear_gelu_forward(x64, W64, b64)
-        return {"u": outs[0], "a": outs[1]}, {"u": u, "a": a}, {"u": n_in, "a": n_in}, counters
+        got, want = {"u": outs[0], "a": outs[1]}, {"u": u, "a": a}
+        if len(outs) == 3:  # a's BF16 copy: a rounded once more (within BF16's bound of the product)
+            got["a in BF16"], want["a in BF16"] = outs[2], a
+        return got, want, {k: n_in for k in got}, counters
     dx_ref, dW_ref, db_ref = ops.linear_backward(dy64, x64, W64)
+    if name == "linear_backward_input_gelu":
+        grid, scratch, counters = _product_launch(r, kernel, B, n_in, splits)
+        u = (2 * rng.standard_normal((B, n_in))).astype(f32)
+        du, du16 = _nan(r, (B, n_in)), r.put(np.zeros((B, n_in), np.uint16))
+        r.launch(kernel, grid, (_operand(r, kernel, dy), _operand(r, kernel, W), r.put(u), du, du16, i32(B),
+                                i32(n_in), i32(n_out), i32(splits), scratch, counters))
+        want = ops.gelu_backward(dx_ref, u.astype(np.float64))
+        names = ("∂u", "∂u in BF16")
+        return dict(zip(names, (du, du16))), dict.fromkeys(names, want), dict.fromkeys(names, n_out), counters
     if name == "linear_backward_input":
         grid, scratch, counters = _product_launch(r, kernel, B, n_in, splits)
         dx = _nan(r, (B, n_in))
-        r.launch(kernel, grid, (r.put(dy), r.put(W), dx, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
-                                        counters))
+        r.launch(kernel, grid, (_operand(r, kernel, dy), _operand(r, kernel, W), dx, i32(B), i32(n_in), i32(n_out),
+                                i32(splits), scratch, counters))
         return {"∂x": dx}, {"∂x": dx_ref}, {"∂x": n_out}, counters
     grid, scratch, counters = _product_launch(r, kernel, n_in, n_out, splits)
     dW, db = _nan(r, (n_in, n_out)), _nan(r, (n_out,))
-    r.launch(kernel, grid, (r.put(x), r.put(dy), dW, db, i32(B), i32(n_in), i32(n_out), i32(splits), scratch,
-                                    counters))
+    r.launch(kernel, grid, (_operand(r, kernel, x), _operand(r, kernel, dy), dW, db, i32(B), i32(n_in), i32(n_out),
+                            i32(splits), scratch, counters))
     return {"∂W": dW, "∂b": db}, {"∂W": dW_ref, "∂b": db_ref}, {"∂W": B, "∂b": B}, counters
 
 
@@ -277,6 +303,20 @@ def _flat_grads(rng, model):
     return g, param_offsets(model), StatsLayout.of(model)
 
 
+@case("bf16_copy")
+def _bf16_copy(r, rng, name, n, grid=3, offset=0):
+    """Random values, halfway cases (ties to even, both ways) and the extremes; `offset` starts the
+    buffers off their 16-byte alignment (the element path)."""
+    x = (rng.standard_normal(n + offset) * 10.0 ** rng.integers(-30, 30, n + offset)).astype(f32)
+    ties = (np.arange(n + offset, dtype=np.uint32) & 1) << 16 | 0x3F808000  # 1 + 2⁻⁸ (+ 2⁻⁷): halfway
+    x = np.where(np.arange(n + offset) % 3 == 0, ties.view(f32), x)
+    x[:2] = np.float32(3.4e38), np.float32(-1e-45)
+    xd, yd = r.put(x), r.put(np.zeros(n + offset, np.uint16))
+    r.launch(name, grid, (xd[offset:], yd[offset:], i32(n)))
+    want = np.concatenate([np.zeros(offset, np.uint16), ref.bf16_copy(x[offset:])])
+    return {"y": yd}, {"y": ref.bf16_values(want)}, {"y": 0}, None
+
+
 @case("grad_norm_sq", "grad_norm_clip", "sgd_momentum_update", "sgd_clip_update", "grad_average")
 def _optimiser(r, rng, name, width, hidden, blocks=1, threshold=10.0, grid=5, world=2):
     model = ModelConfig(width=width, hidden=hidden, blocks=blocks)
@@ -318,9 +358,11 @@ def _optimiser(r, rng, name, width, hidden, blocks=1, threshold=10.0, grid=5, wo
         want = {"w": w, "v": v, "ctr": np.array([2, 0])}
         got = {"w": wd, "v": vd, "ctr": cd}
         return got, want, exact, None
-    s = r.put(stats)
+    s, w16 = r.put(stats), r.put(np.zeros(P, np.uint16))
     r.launch(name, grid, (wd, vd, r.put(g), i32(P), i32(T), r.put(lrs), cd, s, i32(st.width), f32(threshold), f32(1.0),
-                          f32(0.9), f32(1e-4)))
+                          f32(0.9), f32(1e-4), w16, i32(P)))
+    # the BF16 copy, bit for bit the rounding of what the kernel wrote to w
+    np.testing.assert_array_equal(r.get(w16), ref.bf16_copy(r.get(wd)), err_msg=f"{name}: params16")
     w64, v64 = w.astype(np.float64), v.astype(np.float64)
     ref.sgd_clip_update(w64, v64, g64.copy(), float(lrs[1]), 0.9, 1e-4, threshold, 1.0)
     return {"w": wd, "v": vd, "stats": s, "ctr": cd}, \

@@ -60,6 +60,8 @@ KERNEL_SHAPES = [
     ("margin_loss_backward", dict(B=40, C=4, ties=True)),
     ("cross_entropy_forward", dict(B=300, C=10)),
     ("cross_entropy_backward", dict(B=37, C=7)),
+    ("bf16_copy", dict(n=4099)),
+    ("bf16_copy", dict(n=5, grid=1, offset=1)),
     ("grad_norm_sq", dict(width=20, hidden=30, blocks=2)),
     ("grad_norm_sq", dict(width=64, hidden=256)),
     ("grad_norm_clip", dict(width=20, hidden=30, threshold=1.0)),
@@ -92,7 +94,8 @@ KERNEL_SHAPES += [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for name, sha
 ]]  # (small: the emulator's mma is slow; test_cuda_gpu.py runs them at litenet-base's sizes)
 
 # The wide (128 × 128) BF16 products (gemm_wide.cuh): ragged tiles in both directions, a K split into
-# uneven ranges, rows not 16-byte aligned (element loads), ∂b through each half's split-K sum.
+# uneven ranges, rows not 16-byte aligned (element loads), ∂b through each half's split-K sum; the last
+# two have whole aligned tiles inside the operands (the BF16 tiles' plain-load path), with ragged ends.
 KERNEL_SHAPES += [
     ("linear_forward_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
     ("linear_gelu_forward_wide_bf16", dict(B=5, n_in=67, n_out=70)),
@@ -101,10 +104,18 @@ KERNEL_SHAPES += [
     ("linear_backward_weight_wide_bf16", dict(B=37, n_in=10, n_out=7)),
     ("embed_forward_wide_bf16", dict(B=9, d=130, splits=2)),
     ("embed_backward_wide_bf16", dict(B=37, d=20, splits=2)),
+    ("linear_backward_input_wide_bf16", dict(B=136, n_in=256, n_out=72)),
+    ("linear_backward_weight_wide_bf16", dict(B=72, n_in=128, n_out=136)),
 ]
 
 # The same products in wide fp32 tiles (8 × 8 outputs a thread on the SIMT cores).
-KERNEL_SHAPES += [(name.removesuffix("_bf16"), shape) for name, shape in KERNEL_SHAPES[-7:]]
+KERNEL_SHAPES += [(name.removesuffix("_bf16"), shape) for name, shape in KERNEL_SHAPES[-9:]]
+
+# ∂u = (∂y Wᵀ)·GELU'(u) in wide BF16 tiles, with its BF16 copy (BF16 only): ragged and split, and whole tiles.
+KERNEL_SHAPES += [
+    ("linear_backward_input_gelu_wide_bf16", dict(B=70, n_in=131, n_out=50, splits=2)),
+    ("linear_backward_input_gelu_wide_bf16", dict(B=136, n_in=256, n_out=72)),
+]
 
 # The wide products at the sizes geometry.choose_wide gives them wide tiles: litenet-base's shape at width
 # 1024, batch 1024 (fp32 as named here; test_cuda_precision_gpu.py adds `_bf16`). GPU only: too slow to

@@ -13,11 +13,12 @@ from litenet.errors import UsageError
 from litenet.model import ModelConfig, TrainConfig, init_params
 from litenet.train.cuda.backend import CudaBackend
 from litenet.train.cuda.check import TOLERANCES
+from litenet.train.reference import bf16_copy
 
 SMALL = ModelConfig(width=16, hidden=40, blocks=2)
 TRAIN = TrainConfig(batch_size=12, lr_base=0.2)
 PRODUCTS = ("embed_forward", "embed_backward", "linear_forward", "linear_gelu_forward", "linear_backward_input",
-            "linear_backward_weight")
+            "linear_backward_weight", "linear_backward_input_gelu")
 
 
 def backend(precision, plan="ops", embed="tiles", device=None, **options):
@@ -67,6 +68,25 @@ def test_wide_tiles_run_every_product_and_equal_reference(defines):
     cuda, ref = backend_pair(SMALL, TRAIN, "ops", EmuDevice(defines=defines), dtype=np.float64, embed="tiles",
                              precision="bf16", wide=True)
     compare_one_step(cuda, ref, SMALL, 12, tol=TOLERANCES["bf16"])
+
+
+def test_wide_bf16_products_read_the_parameters_loaded_not_those_before():
+    """The wide BF16 products read the parameters' BF16 copy, which the update keeps: after load_state
+    (a resumed run) it must be remade from the loaded parameters, or every product of the next step
+    would multiply by the old weights — check_kernels holds each product to the twin of the fp32
+    parameters, and the update's copy to the rounding of what it wrote (three steps in all)."""
+    trained = backend("bf16", wide=True)
+    trained.load_dataset(*data())
+    trained.train_steps(*schedule(1, 40, 12))
+    resumed = CudaBackend(SMALL, TRAIN, init_params(SMALL, 7), plan="ops", embed="tiles", device=EmuDevice(),
+                          precision="bf16", wide=True, check_kernels=2)
+    resumed.load_dataset(*data())
+    resumed.load_state(trained.state())
+    resumed.train_steps(*schedule(2, 40, 12))
+    assert max(max(v.values()) for v in resumed.check_report.values()) <= 1.0
+    copy = resumed.dev.download(resumed.v["P16"])
+    assert copy.size == resumed.v["params"].size
+    np.testing.assert_array_equal(copy, bf16_copy(resumed.state()["params"]))
 
 
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])

@@ -89,7 +89,9 @@ class CudaBackend(DeviceSchedule):
         self.host = SimpleNamespace(images=None, labels=None)  # for the twins of check_kernels
         self._dataset = None
         self._steps, self._graphs, self._split = None, {}, None
-        self._eval = self._validated(Plans(model, train, self.geometry, self.v, None, None).eval_forward())
+        plans = Plans(model, train, self.geometry, self.v, None, None)
+        self._eval, self._refresh = self._validated(plans.eval_forward()), self._validated(plans.refresh_copies())
+        self._refresh_copies()
         self._pos, self._done, self._pending = 0, 0, []
 
     # -- the backend interface -------------------------------------------------------------------
@@ -150,7 +152,13 @@ class CudaBackend(DeviceSchedule):
             if value.shape != self.v[key].shape:
                 raise LiteNetError(f"checkpoint {key} has shape {value.shape}, this model needs {self.v[key].shape}")
             self.dev.upload(self.v[key], value)
+        self._refresh_copies()
         self.dev.synchronize()
+
+    def _refresh_copies(self) -> None:
+        """Copies of the parameters the step keeps (plans.refresh_copies), remade after an upload."""
+        for launch in self._refresh:
+            self.dev.launch(launch)
 
     # -- debugging -------------------------------------------------------------------------------
 

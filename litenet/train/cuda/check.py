@@ -31,6 +31,7 @@ import numpy as np
 
 from litenet.gpu import sources
 from litenet.train.cuda.schedule_ring import split_precision
+from litenet.train.reference import bf16_values
 
 
 class KernelMismatch(AssertionError):
@@ -108,7 +109,11 @@ def _resolve(view: View, pos: int):
 
 
 def _host(device, view, pos: int) -> np.ndarray:
+    """A buffer on the host: floats in float64; uint16 buffers hold BF16 bits (the products' copies,
+    litenet.gpu.sources.POINTEE), compared by their values."""
     a = device.download(_resolve(view, pos))
+    if a.dtype == np.uint16:
+        return bf16_values(a).astype(np.float64)
     return a.astype(np.float64) if a.dtype.kind == "f" else a
 
 

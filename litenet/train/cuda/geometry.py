@@ -64,7 +64,7 @@ WIDE_BLOCKS = {"fp32": 2, "bf16": 1}
 
 
 def choose_wide(M: int, N: int, K: int, precision: str) -> bool:
-    """Wide tiles (128 × 128; fp32 on the SIMT cores, or BF16 rounded as it is staged) for large
+    """Wide tiles (128 × 128; fp32 on the SIMT cores, or BF16 from BF16 copies of the operands) for large
     products: litenet-base's shape at widths 1024 and 2048, where PyTorch's cuBLAS step was faster
     than the 64-row tiles' (kernels/gemm_wide.cuh says why). Not TF32 (no wide version), not the
     Mixer's products (its own plans), nor products narrower than a tile."""
@@ -108,6 +108,11 @@ class Gemm:
     @property
     def tile_rows(self) -> int:
         return TALL if self.tall or self.wide else TILE
+
+    @property
+    def reads_bf16(self) -> bool:
+        """Wide BF16 products read BF16 copies of their operands (kernels/bf16_copy.cu says why)."""
+        return self.wide and self.precision == "bf16"
 
     @property
     def tile_cols(self) -> int:

@@ -90,11 +90,44 @@ def arena_plan(model: ModelConfig, geometry: Geometry, plan: str, capacity: int)
         a.add("GH", (B, H), f32, "∂a, then ∂u in place")
         a.add("DZ", (B, C), f32, "∂z")
         a.add("PS", (B,), f32, "per-image losses")
+    if plan != "fused":
+        _add_bf16_copies(a, model, geometry)
+    if "P16" not in a.offsets:  # sgd_clip_update's params16 with n16 = 0
+        a.add("P16", (1,), np.uint16, "placeholder: no product reads the parameters in BF16")
     a.add("eval_images", (B, 32, 32, 3), np.uint8, "evaluation: one chunk of images")
     a.add("eval_index", (1, B), i32, "evaluation: 0 … B−1")
     a.add("eval_flips", (1, B), np.uint8, "evaluation: zeros")
     a.add("eval_ctr", (2,), i32, "evaluation: zeros")
     return a
+
+
+# The buffers whose BF16 copies the wide BF16 products read, by the products that read (or write) them
+# (geometry.gemms): a copy exists only where one of them is a wide BF16 product. Most are made by
+# bf16_copy.cu after the buffer's producer; the parameters' by the update (sgd_clip_update), GELU's
+# output's by fc1's forward product and ∂u's by fc2's ∂input product (linear.cu), where those are wide.
+BF16_COPIES = {
+    "P16": ("embed_forward", "fc1_forward", "fc2_forward", "head_forward", "head_backward_input",
+            "fc2_backward_input", "fc1_backward_input"),
+    "S16": ("embed_forward", "embed_backward"),
+    "X16": ("fc1_forward", "fc1_backward_weight", "head_forward", "head_backward_weight"),
+    "A16": ("fc1_forward", "fc2_forward", "fc2_backward_weight"),
+    "G16": ("head_backward_weight", "head_backward_input", "fc2_backward_weight", "fc2_backward_input",
+            "embed_backward"),
+    "GH16": ("fc2_backward_input", "fc1_backward_weight", "fc1_backward_input"),
+}
+
+
+def _add_bf16_copies(a: ArenaPlan, model: ModelConfig, geometry: Geometry) -> None:
+    B, d, H, C, K, L = geometry.batch, model.width, model.hidden, model.classes, model.embed_inputs, model.blocks
+    shapes = {"P16": ((param_count(model),), "the parameters in BF16 (refresh_copies makes, sgd_clip_update keeps)"),
+              "S16": ((B, K), "s(x) in BF16"),
+              "X16": ((L + 1, B, d), "block inputs (and the head's) in BF16"),
+              "A16": ((L, B, H), "GELU(u) in BF16"),
+              "G16": ((B * max(d, C),), "the gradient a backward product reads (∂z, ∂s, ∂h0), in BF16"),
+              "GH16": ((B, H), "∂u in BF16 (fc1's backward products read it)")}
+    for name, readers in BF16_COPIES.items():
+        if any(geometry.gemms[r].reads_bf16 for r in readers):
+            a.add(name, shapes[name][0], np.uint16, shapes[name][1])
 
 
 class Plans:
@@ -111,10 +144,15 @@ class Plans:
         self.m, self.t, self.g, self.v = model, train, geometry, v
         self.images, self.labels = images, labels
         self.stats = StatsLayout.of(model)
+        self.P, self.T = param_count(model), len(param_layout(model))
         self.pv = param_views(v["params"], model)
+        self.pv16 = param_views(v["P16"], model) if v["P16"].size == self.P else {}
+        unread = [k for k, gm in geometry.gemms.items()
+                  if gm.reads_bf16 and not any(k in readers for readers in BF16_COPIES.values())]
+        if unread:
+            raise AssertionError(f"wide BF16 products without BF16 copies of their operands: {unread}")
         self.gv = param_views(v["grads"], model)
         self.tw = Twins(model, train, v, host)
-        self.P, self.T = param_count(model), len(param_layout(model))
 
     # -- pieces shared by the plans --------------------------------------------------------------
 
@@ -125,6 +163,25 @@ class Plans:
     def _splitk(self, splits: int) -> SplitK:
         """`splits` ranges over the arena's shared scratch and counters."""
         return SplitK(i32(splits), self.v["scratch"], self.v["counters"])
+
+    def _bf16(self, gemm: str, fp32, copy):
+        """The operand product `gemm` reads: `copy` (a BF16 copy) for a wide BF16 product, else `fp32`."""
+        return copy if self.g.gemms[gemm].reads_bf16 else fp32
+
+    def _copy_bf16(self, src, name: str, index=None, readers=None, check=True) -> list[Launch]:
+        """bf16_copy of `src` into copy `name` (BF16_COPIES) — its `index` row, or for G16 its first
+        src.size values — where one of `readers` (default: all the copy's) reads it; nothing otherwise."""
+        if not any(self.g.gemms[r].reads_bf16 for r in readers or BF16_COPIES[name]):
+            return []
+        dst = self.v[name] if index is None else self.v[name][index]
+        if name == "G16":
+            dst = dst[:src.size].reshape(src.shape)
+        return [launch("bf16_copy", self._vector_grid(src.size), x=src, y=dst, n=i32(src.size),
+                       check=self.tw.bf16_copy(src, dst) if check else None)]
+
+    def _g16(self, shape):
+        """G16 as a (rows, columns) matrix (see _copy_bf16), or None where there is no G16."""
+        return self.v["G16"][:shape[0] * shape[1]].reshape(shape) if "G16" in self.v else None
 
     def _product(self, kernel: str, gemm: str, check, **named) -> Launch:
         """A matrix product in the tiles, K split and precision geometry.gemms[gemm] chose (its `_tall`,
@@ -154,24 +211,34 @@ class Plans:
             return [launch("embed_forward_rows", math.ceil(B / g.embed_rows) * g.embed_parts, pixels,
                            W=W, out=out, S=v["S"], B=i32(B), Kin=i32(K), d=i32(d), rows=i32(g.embed_rows),
                            parts=i32(g.embed_parts), shared=g.embed_smem,
-                           check=tw.embed_forward_rows(out) if check else None)]
+                           check=tw.embed_forward_rows(out) if check else None),
+                    *self._copy_bf16(v["S"], "S16", check=check)]
         return [launch("embed_inputs", B, pixels, S=v["S"], B=i32(B), check=tw.embed_inputs() if check else None),
+                *self._copy_bf16(v["S"], "S16", check=check),
                 self._product("embed_forward", "embed_forward", tw.embed_forward(out) if check else None,
-                              S=v["S"], W=W, out=out, B=i32(B), Kin=i32(K), d=i32(d))]
+                              S=self._bf16("embed_forward", v["S"], v.get("S16")),
+                              W=self._bf16("embed_forward", W, self.pv16.get("embed.weight")),
+                              out=out, B=i32(B), Kin=i32(K), d=i32(d))]
 
-    def _linear(self, kernel, gemm, x, w, b, n_in, n_out, check, **outs) -> Launch:
-        """y = x·W + b (linear_forward), or u = x·W + b and a = GELU(u) (linear_gelu_forward)."""
+    def _linear(self, kernel, gemm, x, x16, w, b, n_in, n_out, check, **outs) -> Launch:
+        """y = x·W + b (linear_forward), or u = x·W + b and a = GELU(u) (linear_gelu_forward); `x16`: x's
+        BF16 copy, if any."""
         twin = self.tw.linear_forward(kernel, x, w, b, tuple(outs.values())) if check else None
-        return self._product(kernel, gemm, twin, x=x, W=self.pv[w], bias=self.pv[b], **outs, B=i32(self.g.batch),
-                             n_in=i32(n_in), n_out=i32(n_out))
+        return self._product(kernel, gemm, twin, x=self._bf16(gemm, x, x16),
+                             W=self._bf16(gemm, self.pv[w], self.pv16.get(w)), bias=self.pv[b], **outs,
+                             B=i32(self.g.batch), n_in=i32(n_in), n_out=i32(n_out))
 
     def _block_forward(self, i: int, check=True) -> list[Launch]:
         B, d, H, _, _, _ = self._dims()
         v, p = self.v, f"blocks.{i}."
+        X16, A16 = (v[k][i] if k in v else None for k in ("X16", "A16"))
+        a16_by_product = self.g.gemms["fc1_forward"].reads_bf16  # the wide BF16 kernel writes GELU's copy
         return [
-            self._linear("linear_gelu_forward", "fc1_forward", v["X"][i], p + "fc1.weight", p + "fc1.bias", d, H,
-                         check, u=v["U"][i], a=v["A"][i]),
-            self._linear("linear_forward", "fc2_forward", v["A"][i], p + "fc2.weight", p + "fc2.bias", H, d,
+            *self._copy_bf16(v["X"][i], "X16", i, ("fc1_forward", "fc1_backward_weight"), check),
+            self._linear("linear_gelu_forward", "fc1_forward", v["X"][i], X16, p + "fc1.weight", p + "fc1.bias", d,
+                         H, check, u=v["U"][i], a=v["A"][i], **({"a16": A16} if a16_by_product else {})),
+            *([] if a16_by_product else self._copy_bf16(v["A"][i], "A16", i, check=check)),
+            self._linear("linear_forward", "fc2_forward", v["A"][i], A16, p + "fc2.weight", p + "fc2.bias", H, d,
                          check, y=v["V"]),
             launch("residual_layernorm_forward", self.g.row_blocks,
                    x=v["X"][i], v=v["V"], gamma=self.pv[p + "ln.gamma"], beta=self.pv[p + "ln.beta"],
@@ -179,10 +246,12 @@ class Plans:
                    check=self.tw.residual_layernorm_forward(i) if check else None),
         ]
 
-    def _head_forward(self, check=True) -> Launch:
+    def _head_forward(self, check=True) -> list[Launch]:
         _, d, _, C, _, L = self._dims()
-        return self._linear("linear_forward", "head_forward", self.v["X"][L], "head.weight", "head.bias", d, C,
-                            check, y=self.v["Z"])
+        v = self.v
+        return self._copy_bf16(v["X"][L], "X16", L, ("head_forward", "head_backward_weight"), check) + [
+            self._linear("linear_forward", "head_forward", v["X"][L], v["X16"][L] if "X16" in v else None,
+                         "head.weight", "head.bias", d, C, check, y=v["Z"])]
 
     # -- the plans ---------------------------------------------------------------------------------
 
@@ -195,7 +264,7 @@ class Plans:
         out = self._embed_forward(v["eval_images"], v["eval_index"], v["eval_flips"], v["eval_ctr"], check=False)
         for i in range(self.m.blocks):
             out += self._block_forward(i, check=False)
-        return out + [self._head_forward(check=False)]
+        return out + self._head_forward(check=False)
 
     def fused_step(self) -> list[Launch]:
         B, d, H, C, K, L = self._dims()
@@ -223,7 +292,13 @@ class Plans:
         return launch("sgd_clip_update", self._vector_grid(self.P), self._stats_row(),
                       params=v["params"], velocity=v["velocity"], grads=v["grads"], n=i32(self.P), T=i32(self.T),
                       lrs=v["lrs"], threshold=f32(t.clip_threshold), clip_norm=f32(t.clip_norm),
-                      momentum=f32(t.momentum), weight_decay=f32(t.weight_decay), check=self.tw.sgd_clip_update())
+                      momentum=f32(t.momentum), weight_decay=f32(t.weight_decay), params16=v["P16"],
+                      n16=i32(v["P16"].size if self.pv16 else 0), check=self.tw.sgd_clip_update())
+
+    def refresh_copies(self) -> list[Launch]:
+        """The parameters' BF16 copy from the parameters, where products read one: after the backend
+        uploads parameters (sgd_clip_update keeps it from then on)."""
+        return self._copy_bf16(self.v["params"], "P16", check=False)
 
     def ops_step(self) -> list[Launch]:
         B, d, H, C, K, L = self._dims()
@@ -235,13 +310,17 @@ class Plans:
         out = self._embed_forward(self.images, v["batches"], v["flips"], v["ctr"])
         for i in range(L):
             out += self._block_forward(i)
-        out.append(self._head_forward())
+        out += self._head_forward()
         out.append(launch(f"{kind}_forward", loss_grid, self._stats_row(), **targets, per_sample=v["PS"],
                           check=tw.loss_forward(kind)))
         out.append(launch(f"{kind}_backward", loss_grid, **targets, ctr=v["ctr"], dz=v["DZ"],
                           check=tw.loss_backward(kind)))
-        out.append(self._backward_weight("head_backward_weight", v["X"][L], v["DZ"], "head.weight", "head.bias", d, C))
-        out.append(self._backward_input("head_backward_input", v["DZ"], "head.weight", v["G1"], d, C))
+        out += self._copy_bf16(v["DZ"], "G16", readers=("head_backward_weight", "head_backward_input"))
+        X16 = v["X16"][L] if "X16" in v else None
+        out.append(self._backward_weight("head_backward_weight", v["X"][L], X16, v["DZ"], self._g16((B, C)),
+                                         "head.weight", "head.bias", d, C))
+        out.append(self._backward_input("head_backward_input", v["DZ"], self._g16((B, C)), "head.weight", v["G1"],
+                                        d, C))
         ln = self.g.layernorm_grads
         for i in reversed(range(L)):  # G1: the ∂y arriving at block i, then the ∂x leaving it
             p = f"blocks.{i}."
@@ -250,19 +329,30 @@ class Plans:
                               gamma=pv[p + "ln.gamma"], ds=v["G2"], dgamma=gv[p + "ln.gamma"],
                               dbeta=gv[p + "ln.beta"], B=i32(B), d=i32(d), row_blocks=i32(self.g.row_blocks),
                               check=tw.residual_layernorm_backward(i)))
-            out.append(self._backward_weight("fc2_backward_weight", v["A"][i], v["G2"], p + "fc2.weight",
-                                             p + "fc2.bias", H, d))
-            out.append(self._backward_input("fc2_backward_input", v["G2"], p + "fc2.weight", v["GH"], H, d))
-            out.append(launch("gelu_backward", self._elementwise_grid(B * H), da=v["GH"], u=v["U"][i], du=v["GH"],
-                              n=i32(B * H), check=tw.gelu_backward(i)))
-            out.append(self._backward_weight("fc1_backward_weight", v["X"][i], v["GH"], p + "fc1.weight",
+            out += self._copy_bf16(v["G2"], "G16", readers=("fc2_backward_weight", "fc2_backward_input"))
+            X16, A16 = (v[k][i] if k in v else None for k in ("X16", "A16"))
+            out.append(self._backward_weight("fc2_backward_weight", v["A"][i], A16, v["G2"], self._g16((B, d)),
+                                             p + "fc2.weight", p + "fc2.bias", H, d))
+            if self.g.gemms["fc2_backward_input"].reads_bf16:  # ∂u and its copy straight from the product
+                out.append(self._backward_input_gelu(v["G2"], self._g16((B, d)), p + "fc2.weight", v["U"][i], H, d))
+            else:
+                out.append(self._backward_input("fc2_backward_input", v["G2"], self._g16((B, d)), p + "fc2.weight",
+                                                v["GH"], H, d))
+                out.append(launch("gelu_backward", self._elementwise_grid(B * H), da=v["GH"], u=v["U"][i],
+                                  du=v["GH"], n=i32(B * H), check=tw.gelu_backward(i)))
+                out += self._copy_bf16(v["GH"], "GH16", readers=("fc1_backward_weight", "fc1_backward_input"))
+            GH16 = v.get("GH16")
+            out.append(self._backward_weight("fc1_backward_weight", v["X"][i], X16, v["GH"], GH16, p + "fc1.weight",
                                              p + "fc1.bias", d, H))
-            out.append(self._backward_input("fc1_backward_input", v["GH"], p + "fc1.weight", v["G3"], d, H))
+            out.append(self._backward_input("fc1_backward_input", v["GH"], GH16, p + "fc1.weight", v["G3"], d, H))
             out.append(launch("residual_join", self._elementwise_grid(B * d), self._stats_row(),
                               ds=v["G2"], dx_main=v["G3"], dx=v["G1"], n=i32(B * d),
                               slot=i32(self.stats.path + 3 * i), check=tw.residual_join(i)))
+        out += self._copy_bf16(v["G1"], "G16", readers=("embed_backward",))
         out.append(self._product("embed_backward", "embed_backward", tw.embed_backward(),
-                                 S=v["S"], dH=v["G1"], dW=gv["embed.weight"], B=i32(B), Kin=i32(K), d=i32(d)))
+                                 S=self._bf16("embed_backward", v["S"], v.get("S16")),
+                                 dH=self._bf16("embed_backward", v["G1"], self._g16((B, d))), dW=gv["embed.weight"],
+                                 B=i32(B), Kin=i32(K), d=i32(d)))
         out.append(self._grad_norm_sq())
         out.append(self._update())
         return out
@@ -286,13 +376,23 @@ class Plans:
                          check=self.tw.grad_average(world_size))
         return grads + [AllReduce(v["grads"]), average, self._grad_norm_sq(), update]
 
-    def _backward_weight(self, gemm, x, dy, w, b, n_in, n_out) -> Launch:
-        """∂W = xᵀ·∂y and ∂b = Σ ∂y into the gradient's views of `w` and `b`."""
+    def _backward_weight(self, gemm, x, x16, dy, dy16, w, b, n_in, n_out) -> Launch:
+        """∂W = xᵀ·∂y and ∂b = Σ ∂y into the gradient's views of `w` and `b` (`x16`, `dy16`: BF16 copies,
+        if any)."""
         return self._product("linear_backward_weight", gemm, self.tw.linear_backward_weight(x, dy, w, b),
-                             x=x, dy=dy, dW=self.gv[w], db=self.gv[b], B=i32(self.g.batch), n_in=i32(n_in),
-                             n_out=i32(n_out))
+                             x=self._bf16(gemm, x, x16), dy=self._bf16(gemm, dy, dy16), dW=self.gv[w], db=self.gv[b],
+                             B=i32(self.g.batch), n_in=i32(n_in), n_out=i32(n_out))
 
-    def _backward_input(self, gemm, dy, w, dx, n_in, n_out) -> Launch:
-        """∂x = ∂y·Wᵀ into `dx`."""
+    def _backward_input_gelu(self, dy, dy16, w, u, n_in, n_out) -> Launch:
+        """∂u = (∂y·Wᵀ)·GELU'(u) into GH and its BF16 copy into GH16 (fc2's ∂input as a wide BF16 product)."""
+        gemm, v = "fc2_backward_input", self.v
+        return self._product("linear_backward_input_gelu", gemm,
+                             self.tw.linear_backward_input(dy, w, v["GH"], u=u, dx16=v["GH16"]),
+                             dy=dy16, W=self.pv16[w], u=u, du=v["GH"], du16=v["GH16"], B=i32(self.g.batch),
+                             n_in=i32(n_in), n_out=i32(n_out))
+
+    def _backward_input(self, gemm, dy, dy16, w, dx, n_in, n_out) -> Launch:
+        """∂x = ∂y·Wᵀ into `dx` (`dy16`: ∂y's BF16 copy, if any)."""
         return self._product("linear_backward_input", gemm, self.tw.linear_backward_input(dy, w, dx),
-                             dy=dy, W=self.pv[w], dx=dx, B=i32(self.g.batch), n_in=i32(n_in), n_out=i32(n_out))
+                             dy=self._bf16(gemm, dy, dy16), W=self._bf16(gemm, self.pv[w], self.pv16.get(w)), dx=dx,
+                             B=i32(self.g.batch), n_in=i32(n_in), n_out=i32(n_out))

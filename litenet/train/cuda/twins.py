@@ -9,7 +9,7 @@ import numpy as np
 from litenet.model import ModelConfig, TrainConfig, param_layout, param_views
 from litenet import ops
 from litenet.train import reference as ref
-from litenet.train.cuda.check import Check
+from litenet.train.cuda.check import EXACT, Check
 from litenet.train.cuda.layout import StatsLayout
 
 
@@ -74,12 +74,12 @@ class Twins:
         layer = w.rsplit(".", 1)[0]
         reads = {"x": x, "W": self.pv[w], "b": self.pv[b]}
         n_in = self.pv[w].shape[0]
-        if kernel == "linear_gelu_forward":
+        if kernel == "linear_gelu_forward":  # outs: u, a and, from the wide BF16 kernel, a's BF16 copy
+            names = (f"{layer} u", f"{layer} a", f"{layer} a in BF16")[:len(outs)]
             def twin(i, pos):
                 u, a = ref.linear_gelu_forward(i["x"], i["W"], i["b"])
-                return {f"{layer} u": u, f"{layer} a": a}
-            return Check(reads, {f"{layer} u": outs[0], f"{layer} a": outs[1]}, twin,
-                         {f"{layer} u": n_in, f"{layer} a": n_in})
+                return dict(zip(names, (u, a, a)))
+            return Check(reads, dict(zip(names, outs)), twin, {k: n_in for k in names})
         return Check(reads, {f"{layer} y": outs[0]},
                      lambda i, pos: {f"{layer} y": ops.linear_forward(i["x"], i["W"], i["b"])}, {f"{layer} y": n_in})
 
@@ -89,13 +89,21 @@ class Twins:
             return {w: dW, b: db}
         return Check({"x": x, "dy": dy}, {w: self.gv[w], b: self.gv[b]}, twin, {w: self.B, b: self.B})
 
-    def linear_backward_input(self, dy, w: str, dx) -> Check:
-        name = f"∂input of {w.rsplit('.', 1)[0]}"
+    def linear_backward_input(self, dy, w: str, dx, u=None, dx16=None) -> Check:
+        """∂x = ∂y Wᵀ; with `u` (linear_backward_input_gelu_wide_bf16), times GELU'(u), and its BF16 copy."""
+        name = f"∂input of {w.rsplit('.', 1)[0]}" + (" through GELU" if u is not None else "")
         n_out = self.pv[w].shape[1]
         def twin(i, pos):
             x = np.zeros((len(i["dy"]), i["W"].shape[0]))  # linear_backward wants x for ∂W; only ∂x is used
-            return {name: ops.linear_backward(i["dy"], x, i["W"])[0]}
-        return Check({"dy": dy, "W": self.pv[w]}, {name: dx}, twin, {name: n_out})
+            dx = ops.linear_backward(i["dy"], x, i["W"])[0]
+            if u is None:
+                return {name: dx}
+            du = ops.gelu_backward(dx, i["u"])
+            return {name: du, name + " in BF16": du}
+        reads, writes = {"dy": dy, "W": self.pv[w]}, {name: dx}
+        if u is not None:
+            reads["u"], writes[name + " in BF16"] = u, dx16
+        return Check(reads, writes, twin, {k: n_out for k in writes})
 
     def residual_layernorm_forward(self, blk: int) -> Check:
         v, p, d = self.v, f"blocks.{blk}.", self.m.width
@@ -146,6 +154,12 @@ class Twins:
                 return {"∂z": ops.margin_loss_backward(i["z"], self._labels(i), self.t.margin)}
             return {"∂z": ops.cross_entropy_backward(i["z"], self._labels(i))}
         return Check({"z": self.v["Z"], **self._batch()}, {"∂z": self.v["DZ"]}, twin, {"∂z": self.m.classes})
+
+    def bf16_copy(self, src, dst) -> Check:
+        """The BF16 copy of a product's operand: bit for bit."""
+        def twin(i, pos):
+            return {"BF16 copy": ref.bf16_values(ref.bf16_copy(i["x"]))}
+        return Check({"x": src}, {"BF16 copy": dst}, twin, tol=EXACT)
 
     def grad_norm_sq(self) -> Check:
         T, largest = self.st.tensors, max(p.size for p in param_layout(self.m))

@@ -34,6 +34,12 @@ struct float2 {
     float x, y;
 };
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
+struct uint4 {
+    unsigned int x, y, z, w;
+};
+struct uint2 {
+    unsigned int x, y;
+};
 
 namespace emu {
 enum State { RUN, WAIT_BLOCK, WAIT_WARP, DONE };
@@ -213,6 +219,13 @@ inline int atomicAdd(int* p, int v) { const int o = *p; *p = o + v; return o; }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { const unsigned o = *p; *p = o + v; return o; }
 inline float __ldcg(const float* p) { return *p; }
 inline float4 __ldcg(const float4* p) { return *p; }
+// Byte n of the result is byte (s >> 4n) & 7 of the eight bytes y:x (x's first).
+inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+    const unsigned long long xy = (unsigned long long)y << 32 | x;
+    unsigned int r = 0;
+    for (int n = 0; n < 4; ++n) r |= (unsigned int)((xy >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+    return r;
+}
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 inline float __fmul_rn(float a, float b) { return a * b; }
