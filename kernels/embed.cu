@@ -51,11 +51,29 @@ __device__ __forceinline__ PixelQuads batch_pixels(const unsigned char* images, 
 // One image per block, 4 pixels per thread. (Four images per block with every load issued first
 // was slower on the H200: 20.8 against 16.8 µs for a batch of 4096, 42.0 against 22.6 µs for
 // litenet-base's 3072 values per image — fewer threads in flight at 72 registers.)
+__device__ void embed_images(const unsigned char* images, const int* batches, const unsigned char* flips,
+                             const int* ctr, int full, float shift, float* S, unsigned short* S16, int B) {
+    const PixelQuads px = batch_pixels(images, batches, flips, ctr, full, shift, B);
+    for (int b = blockIdx.x; b < B; b += gridDim.x) {
+        float* row = S + (size_t)b * px.inputs();
+        for (int p = 4 * threadIdx.x; p < 1024; p += 4 * blockDim.x) px.quad_to(b, p, row);
+        if (S16 != nullptr) {  // the row's BF16 copy, for the wide BF16 products (bf16_copy.cuh)
+            __syncthreads();
+            copy_bf16(row, S16 + (size_t)b * px.inputs(), px.inputs(), threadIdx.x, blockDim.x);
+        }
+    }
+}
+
 extern "C" __global__ void embed_inputs(const unsigned char* images, const int* batches, const unsigned char* flips,
                                         const int* ctr, int full, float shift, float* S, int B) {
-    const PixelQuads px = batch_pixels(images, batches, flips, ctr, full, shift, B);
-    for (int b = blockIdx.x; b < B; b += gridDim.x)
-        for (int p = 4 * threadIdx.x; p < 1024; p += 4 * blockDim.x) px.quad_to(b, p, S + (size_t)b * px.inputs());
+    embed_images(images, batches, flips, ctr, full, shift, S, nullptr, B);
+}
+
+// Also writes s(x)'s BF16 copy S16, which the embedding's wide BF16 products read (plans.py BF16_COPIES).
+extern "C" __global__ void embed_inputs_with_copy(const unsigned char* images, const int* batches,
+                                                  const unsigned char* flips, const int* ctr, int full, float shift,
+                                                  float* S, unsigned short* S16, int B) {
+    embed_images(images, batches, flips, ctr, full, shift, S, S16, B);
 }
 
 template <int TM, class P = PrecFp32>
@@ -133,11 +151,14 @@ extern "C" __global__ void embed_backward_bf16(const float* S, const float* dH, 
 // 128 × 128 tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's embedding at large widths.
 template <class P, class E>
 __device__ void embed_forward_wide_body(const E* S, const E* W, float* out, int B, int Kin, int d, int splits,
-                                        float* scratch, unsigned int* counters) {
+                                        float* scratch, unsigned int* counters, unsigned short* out16 = nullptr) {
     gemm_wide<P>(operand_view<true>(S, Kin), operand_view<true>(W, d), B, d, Kin, splits, scratch, counters, false,
                  [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
-                     for (int i = 0; i < 8; ++i)
-                         if (tc.m(i) < B) store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
+                     for (int i = 0; i < 8; ++i) {
+                         if (tc.m(i) >= B) continue;
+                         store_row4(out, d, tc.m(i), tc.n(0), d, acc[i]);
+                         if (out16 != nullptr) store_row4_bf16(out16, d, tc.m(i), tc.n(0), d, acc[i]);
+                     }
                  });
 }
 
@@ -163,11 +184,11 @@ embed_backward_wide(const float* S, const float* dH, float* dW, int B, int Kin, 
     embed_backward_wide_body<PrecFp32>(S, dH, dW, B, Kin, d, splits, scratch, counters);
 }
 
+// Also writes h0's BF16 copy out16 (X16[0]: fc1's wide BF16 products read it; plans.py BF16_COPIES).
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
-embed_forward_wide_bf16(const unsigned short* S, const unsigned short* W, float* out, int B, int Kin, int d, int splits,
-                        float* scratch,
-                        unsigned int* counters) {
-    embed_forward_wide_body<PrecBf16>(S, W, out, B, Kin, d, splits, scratch, counters);
+embed_forward_wide_bf16(const unsigned short* S, const unsigned short* W, float* out, unsigned short* out16, int B,
+                        int Kin, int d, int splits, float* scratch, unsigned int* counters) {
+    embed_forward_wide_body<PrecBf16>(S, W, out, B, Kin, d, splits, scratch, counters, out16);
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)

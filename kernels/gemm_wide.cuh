@@ -27,7 +27,10 @@
 //         inside the operands, width 2048 / batch 1024's step 1.75 → 1.45 ms on an H200 (copies
 //         included; bench/results/gpu-mixer-2026-12-04.md, eleventh session).
 // All: two shared buffers, the next k step fetched into registers while the current one multiplies
-// (as gemm.cuh's fp32 path). For BF16 this beat a cp.async pipeline of fp32 steps rounded as the
+// (as gemm.cuh's fp32 path); the BF16 tiles keep two steps in flight (wide_tile's DEPTH 2: their steps
+// are half the registers of fp32's), and both run the k loop unrolled by two — fp32's steps at widths
+// 1024–2048 3.9–4.7 % faster on an H200 for that alone, BF16's up to 2 % for the depth
+// (bench/results/gpu-mixer-2026-12-04.md, eleventh session). For BF16 this beat a cp.async pipeline of fp32 steps rounded as the
 // fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128 registers with spills):
 // litenet-base's BF16 step at width 2048, batch 1024, 2.48 against 2.66 ms on an H200; one block a
 // multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined). Then each 128 × 64
@@ -43,6 +46,7 @@
 // (the ∂W products': elsewhere none are asked for).
 #pragma once
 
+#include "bf16_copy.cuh"
 #include "splitk.cuh"
 #include "wgmma.cuh"
 
@@ -84,7 +88,7 @@ struct __align__(16) WideSmem {
 // fp32 on the SIMT cores.
 
 struct WideFp32 {
-    static constexpr int TK = LN_TK;
+    static constexpr int TK = LN_TK, DEPTH = 1;  // k per step; steps in flight (wide_tile)
     struct Step {  // a k step of one operand in flight: gemm.cuh's FetchSlots<128>
         float4 v[2];
     };
@@ -237,7 +241,7 @@ struct Bf16Step {
 
 // What both BF16 tiles share: k steps of 32, fetched from BF16 operands as Bf16Step.
 struct Bf16Operands {
-    static constexpr int TK = 32;
+    static constexpr int TK = 32, DEPTH = 2;  // k per step; steps in flight (wide_tile)
     typedef Bf16Step Step;
     template <bool K_CONTIGUOUS>
     __device__ __forceinline__ static void fetch(const unsigned short* p, int ld, int I, int i0, int k0, int k_end,
@@ -449,47 +453,44 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
     constexpr bool SA = MA::second_contiguous, SB = MB::second_contiguous;
     tile.zero();
     cs = make_float4(0.f, 0.f, 0.f, 0.f);
-    typename T::Step ra, rb;
-    auto fetch = [&](int k0) {
+    typedef typename T::Step Step;
+    auto fetch = [&](int k0, Step& ra, Step& rb) {
         T::template fetch<SA>(a.p, a.ld, M, m0, k0, k_end, ra);
         T::template fetch<!SB>(b.p, b.ld, N, n0, k0, k_end, rb);
     };
-    auto stage = [&](int buf) {
+    auto stage = [&](int buf, const Step& ra, const Step& rb) {
         T::template stage<SA>(s, buf, 0, ra);
         T::template stage<!SB>(s, buf, 1, rb);
         if (SB && colsums) T::add_column_sums(cs, rb);
     };
+    // T::DEPTH k steps in flight in registers. DEPTH 2: step t + 2 is fetched while step t multiplies
+    // and step t + 1 (fetched during step t − 1) is staged, so a load has two steps' time to arrive;
+    // the two register sets swap roles every step (the loop body is written twice so each stays in
+    // registers). DEPTH 1 (fp32, whose steps take twice the registers): one set, fetched and staged
+    // within a step.
+    Step a0, b0, a1, b1;
+    Step &a_odd = T::DEPTH == 2 ? a1 : a0, &b_odd = T::DEPTH == 2 ? b1 : b0;
     if (k_begin < k_end) {
-        fetch(k_begin);
-        stage(0);
+        fetch(k_begin, a0, b0);
+        stage(0, a0, b0);
+        if (T::DEPTH == 2 && k_begin + T::TK < k_end) fetch(k_begin + T::TK, a1, b1);
     }
     T::staged();
     __syncthreads();
-    int buf = 0;
-    for (int k0 = k_begin; k0 < k_end; k0 += T::TK, buf ^= 1) {
-        const bool more = k0 + T::TK < k_end;
-        if (more) fetch(k0 + T::TK);  // in flight during the multiply
+    // Step k0 from shared buffer `buf`: (fa, fb) takes step k0 + DEPTH·TK; (na, nb) holds step k0 + TK,
+    // staged into the other buffer.
+    auto step = [&](int k0, int buf, Step& fa, Step& fb, const Step& na, const Step& nb) {
+        if (k0 + T::DEPTH * T::TK < k_end) fetch(k0 + T::DEPTH * T::TK, fa, fb);  // in flight during the multiply
         tile.template multiply<SA, !SB>(s, buf);
-        if (more) stage(buf ^ 1);  // last read before the previous barrier (WideWgmma: settled there)
+        if (k0 + T::TK < k_end) stage(buf ^ 1, na, nb);  // last read before the previous barrier
         T::staged();
         tile.settle();
         __syncthreads();
+    };
+    for (int k0 = k_begin; k0 < k_end; k0 += 2 * T::TK) {
+        step(k0, 0, a0, b0, a_odd, b_odd);
+        if (k0 + T::TK < k_end) step(k0 + T::TK, 1, a_odd, b_odd, a0, b0);
     }
-}
-
-// store_row4 (splitk.cuh) into a BF16 copy: an epilogue's output rounded for the wide BF16 products that
-// read it next (plans.py BF16_COPIES), 8 bytes where alignment allows.
-__device__ __forceinline__ void store_row4_bf16(unsigned short* out, int ld, int m, int n, int N, const float (&v)[4]) {
-    unsigned short* q = out + (size_t)m * ld + n;
-    if (n + 3 < N && (ld & 3) == 0 && reinterpret_cast<size_t>(q) % 8 == 0) {
-        uint2 w;
-        w.x = to_bf16x2(v[0], v[1]);
-        w.y = to_bf16x2(v[2], v[3]);
-        *reinterpret_cast<uint2*>(q) = w;
-        return;
-    }
-    for (int j = 0; j < 4; ++j)
-        if (n + j < N) q[j] = (unsigned short)(to_bf16x2(v[j], 0.f) & 0xffffu);
 }
 
 // A product operand's view: gemm.cuh's Mat over fp32 (WideFp32), Mat16 over BF16 (the BF16 tiles).

@@ -18,18 +18,39 @@
 // time: fewer blocks, fewer of the statistics' atomicAdds). residual_join: any grid (grid-stride;
 // 16-byte accesses where n is a multiple of 4 and the bases aligned). Limits: none beyond int
 // indexing; y may alias x, and dx skip.
+//
+// `…_with_copy` versions of residual_layernorm_forward, residual_layernorm_backward and residual_join
+// also write their output's BF16 copy (y16, ds16, dx16: bf16_copy.cuh) for the wide BF16 products that
+// read it next (plans.py BF16_COPIES), each thread or warp re-reading what it just wrote.
+#include "bf16_copy.cuh"
 #include "common.cuh"
 #include "splitk.cuh"
 #include "rowops.cuh"
 
-extern "C" __global__ void residual_layernorm_forward(const float* x, const float* v, const float* gamma,
-                                                      const float* beta, float* y, float* nrm, float* rstd, int B,
-                                                      int d, float eps) {
-    const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
+__device__ void residual_layernorm_forward_rows(const float* x, const float* v, const float* gamma, const float* beta,
+                                                float* y, float* nrm, float* rstd, int B, int d, float eps,
+                                                unsigned short* y16) {
+    const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= B) return;  // whole warps leave together; no block barrier follows
     const size_t o = (size_t)row * d;
     const float r = layernorm_row_forward(x + o, v + o, gamma, beta, eps, d, nrm + o, y + o);
-    if ((threadIdx.x & 31) == 0) rstd[row] = r;
+    if (lane == 0) rstd[row] = r;
+    if (y16 != nullptr) {
+        __syncwarp();  // the row's y, written by the warp's lanes, seen by all of them
+        copy_bf16(y + o, y16 + o, d, lane, 32);
+    }
+}
+
+extern "C" __global__ void residual_layernorm_forward(const float* x, const float* v, const float* gamma,
+                                                      const float* beta, float* y, float* nrm, float* rstd, int B,
+                                                      int d, float eps) {
+    residual_layernorm_forward_rows(x, v, gamma, beta, y, nrm, rstd, B, d, eps, nullptr);
+}
+
+extern "C" __global__ void residual_layernorm_forward_with_copy(const float* x, const float* v, const float* gamma,
+                                                                const float* beta, float* y, unsigned short* y16,
+                                                                float* nrm, float* rstd, int B, int d, float eps) {
+    residual_layernorm_forward_rows(x, v, gamma, beta, y, nrm, rstd, B, d, eps, y16);
 }
 
 // The Mixer's LayerNorm in front of each MLP, with no residual in it (ops.layernorm_forward);
@@ -69,18 +90,39 @@ __device__ void layernorm_param_grads(const float* dy, const float* nrm, float* 
     }
 }
 
-extern "C" __global__ void residual_layernorm_backward(const float* dy, const float* nrm, const float* rstd,
-                                                       const float* gamma, float* ds, float* dgamma, float* dbeta,
-                                                       int B, int d, int row_blocks, int splits, float* scratch,
-                                                       unsigned int* counters) {
+__device__ void residual_layernorm_backward_blocks(const float* dy, const float* nrm, const float* rstd,
+                                                   const float* gamma, float* ds, unsigned short* ds16, float* dgamma,
+                                                   float* dbeta, int B, int d, int row_blocks, int splits,
+                                                   float* scratch, unsigned int* counters) {
     if ((int)blockIdx.x < row_blocks) {
         const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
         if (row >= B) return;
         const size_t o = (size_t)row * d;
         layernorm_row_backward(dy + o, nrm + o, rstd[row], gamma, d, ds + o);
+        if (ds16 != nullptr) {
+            __syncwarp();
+            copy_bf16(ds + o, ds16 + o, d, threadIdx.x & 31, 32);
+        }
         return;
     }
     layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
+}
+
+extern "C" __global__ void residual_layernorm_backward(const float* dy, const float* nrm, const float* rstd,
+                                                       const float* gamma, float* ds, float* dgamma, float* dbeta,
+                                                       int B, int d, int row_blocks, int splits, float* scratch,
+                                                       unsigned int* counters) {
+    residual_layernorm_backward_blocks(dy, nrm, rstd, gamma, ds, nullptr, dgamma, dbeta, B, d, row_blocks, splits,
+                                       scratch, counters);
+}
+
+extern "C" __global__ void residual_layernorm_backward_with_copy(const float* dy, const float* nrm, const float* rstd,
+                                                                 const float* gamma, float* ds, unsigned short* ds16,
+                                                                 float* dgamma, float* dbeta, int B, int d,
+                                                                 int row_blocks, int splits, float* scratch,
+                                                                 unsigned int* counters) {
+    residual_layernorm_backward_blocks(dy, nrm, rstd, gamma, ds, ds16, dgamma, dbeta, B, d, row_blocks, splits,
+                                       scratch, counters);
 }
 
 // Thread 0 adds a join's block totals ‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩ to the step's statistics row.
@@ -118,20 +160,36 @@ extern "C" __global__ void layernorm_backward_join(const float* dy, const float*
     layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
 }
 
-// residual_join's loop over V elements at a time (rowops.cuh's join_v), grid-stride.
+// residual_join's loop over V elements at a time (rowops.cuh's join_v), grid-stride; with dx16, each
+// thread also rounds the V values it just wrote.
 template <int V>
-__device__ void join_elements(const float* ds, const float* dx_main, float* dx, int n, float (&sums)[3]) {
+__device__ void join_elements(const float* ds, const float* dx_main, float* dx, int n, float (&sums)[3],
+                              unsigned short* dx16) {
     const int step = gridDim.x * blockDim.x;
-    for (int i = V * (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * step)
+    for (int i = V * (blockIdx.x * blockDim.x + threadIdx.x); i < n; i += V * step) {
         join_v<V>(loadv<V>(ds + i), loadv<V>(dx_main + i), dx + i, sums);
+        if (dx16 != nullptr)
+            for (int e = 0; e < V; ++e) dx16[i + e] = bf16_bits(dx[i + e]);
+    }
+}
+
+__device__ void residual_join_all(const float* ds, const float* dx_main, float* dx, unsigned short* dx16, int n,
+                                  const int* ctr, float* stats, int stat_width, int slot) {
+    __shared__ float scratch[32];
+    float sums[3] = {0.f, 0.f, 0.f};
+    if (row_vec4(n, ds, dx_main, dx, nullptr)) join_elements<4>(ds, dx_main, dx, n, sums, dx16);
+    else join_elements<1>(ds, dx_main, dx, n, sums, dx16);
+    const float totals[3] = {block_sum(sums[0], scratch), block_sum(sums[1], scratch), block_sum(sums[2], scratch)};
+    add_join_sums(totals, ctr, stats, stat_width, slot);
 }
 
 extern "C" __global__ void residual_join(const float* ds, const float* dx_main, float* dx, int n, const int* ctr,
                                          float* stats, int stat_width, int slot) {
-    __shared__ float scratch[32];
-    float sums[3] = {0.f, 0.f, 0.f};
-    if (row_vec4(n, ds, dx_main, dx, nullptr)) join_elements<4>(ds, dx_main, dx, n, sums);
-    else join_elements<1>(ds, dx_main, dx, n, sums);
-    const float totals[3] = {block_sum(sums[0], scratch), block_sum(sums[1], scratch), block_sum(sums[2], scratch)};
-    add_join_sums(totals, ctr, stats, stat_width, slot);
+    residual_join_all(ds, dx_main, dx, nullptr, n, ctr, stats, stat_width, slot);
+}
+
+extern "C" __global__ void residual_join_with_copy(const float* ds, const float* dx_main, float* dx,
+                                                   unsigned short* dx16, int n, const int* ctr, float* stats,
+                                                   int stat_width, int slot) {
+    residual_join_all(ds, dx_main, dx, dx16, n, ctr, stats, stat_width, slot);
 }

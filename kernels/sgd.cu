@@ -18,8 +18,7 @@
 // where the three buffers are aligned), so a grid of ⌈n / 1024⌉ blocks covers the buffer in one
 // pass. After its work the last block to finish advances the step counter.
 // Launch: 256 threads, any grid (grid-stride).
-#include "common.cuh"
-#include "mma.cuh"
+#include "bf16_copy.cuh"
 
 __device__ __forceinline__ void sgd_element(float* w, float* v, float g, float lr, float momentum, float wd) {
     const float vel = __fadd_rn(__fadd_rn(__fmul_rn(*v, momentum), g), __fmul_rn(wd, *w));
@@ -54,7 +53,7 @@ __device__ __forceinline__ void sgd_all(float* params, float* velocity, const fl
     }
     for (int i = 4 * n4 + first; i < n; i += stride) {
         sgd_element(params + i, velocity + i, scale == 1.f ? grads[i] : __fmul_rn(grads[i], scale), lr, momentum, wd);
-        if (i < n16) params16[i] = (unsigned short)(to_bf16x2(params[i], 0.f) & 0xffffu);
+        if (i < n16) params16[i] = bf16_bits(params[i]);
     }
 }
 

@@ -119,6 +119,16 @@ def _operand(r, kernel, a):
     return r.put(ref.bf16_copy(a) if kernel.endswith("_wide_bf16") else a)
 
 
+def _copy16(r, shape):
+    """A `…_with_copy` kernel's BF16 copy buffer (bf16_copy.cuh), zeroed."""
+    return r.put(np.zeros(shape, np.uint16))
+
+
+def _rounded(r, out):
+    """What a BF16 copy of the kernel's own output `out` must hold, bit for bit (compared by value)."""
+    return ref.bf16_values(ref.bf16_copy(r.get(out)))
+
+
 def _schedule(r, rng, N, B):
     """A 3-step schedule and the counter at step 1, so kernels must index by the counter."""
     batches = rng.integers(0, N, (3, B)).astype(i32)
@@ -133,8 +143,8 @@ def _flipped(images, index, flip):
 
 # -- the cases ---------------------------------------------------------------------------------------
 
-@case("embed_inputs", "embed_forward", "embed_forward_rows", "embed_backward", "embed_forward_tall",
-      "embed_backward_tall", "embed_forward_wide", "embed_backward_wide")
+@case("embed_inputs", "embed_inputs_with_copy", "embed_forward", "embed_forward_rows", "embed_backward",
+      "embed_forward_tall", "embed_backward_tall", "embed_forward_wide", "embed_backward_wide")
 def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, rows=1, parts=1):
     name = _version(kernel)
     N, K = B + 5, 1024 if embed == "channel-sum" else 3072
@@ -148,6 +158,10 @@ def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, row
         S = _nan(r, (B, K))
         r.launch(name, max(1, B - 2), pixels + (S, i32(B)))  # fewer blocks than images: the grid strides
         return {"S": S}, {"S": s64}, {"S": 3}, None
+    if name == "embed_inputs_with_copy":
+        S, S16 = _nan(r, (B, K)), _copy16(r, (B, K))
+        r.launch(name, max(1, B - 2), pixels + (S, S16, i32(B)))
+        return {"S": S, "S16": S16}, {"S": s64, "S16": _rounded(r, S)}, {"S": 3, "S16": 0}, None
     if name == "embed_forward_rows":
         S, out = _nan(r, (B, K)), _nan(r, (B, d))
         r.launch(name, math.ceil(B / rows) * parts, pixels + (r.put(W), out, S, i32(B), i32(K), i32(d), i32(rows),
@@ -158,6 +172,13 @@ def _embed(r, rng, kernel, B, d=1, embed="channel-sum", shift=0.0, splits=1, row
     if name == "embed_forward":
         grid, scratch, counters = _product_launch(r, kernel, B, d, splits)
         out = _nan(r, (B, d))
+        if kernel == "embed_forward_wide_bf16":  # also h0's BF16 copy
+            out16 = _copy16(r, (B, d))
+            r.launch(kernel, grid, (S, _operand(r, kernel, W), out, out16, i32(B), i32(K), i32(d), i32(splits),
+                                    scratch, counters))
+            want = ops.embed_forward(x, W.astype(np.float64), embed, shift)
+            return {"h0": out, "h0 in BF16": out16}, {"h0": want, "h0 in BF16": _rounded(r, out)}, \
+                {"h0": 3 * K, "h0 in BF16": 0}, counters
         r.launch(kernel, grid, (S, _operand(r, kernel, W), out, i32(B), i32(K), i32(d), i32(splits), scratch, counters))
         return {"h0": out}, {"h0": ops.embed_forward(x, W.astype(np.float64), embed, shift)}, {"h0": 3 * K}, counters
     dh = rng.standard_normal((B, d)).astype(f32)
@@ -230,40 +251,56 @@ def _gelu(r, rng, name, n, grid=3):
     return {"∂u": out}, {"∂u": ops.gelu_backward(da.astype(np.float64), u.astype(np.float64))}, {}, None
 
 
-@case("residual_layernorm_forward", "residual_layernorm_backward")
+@case("residual_layernorm_forward", "residual_layernorm_backward", "residual_layernorm_forward_with_copy",
+      "residual_layernorm_backward_with_copy")
 def _layernorm(r, rng, name, B, d, splits=1):
+    """The LayerNorms; the `_with_copy` versions' BF16 copy of y or ∂s must be the rounding of what they wrote."""
+    copy = name.endswith("_with_copy")
     x, v, dy = (rng.standard_normal((B, d)).astype(f32) for _ in range(3))
     gamma, beta = (1 + 0.3 * rng.standard_normal(d)).astype(f32), rng.standard_normal(d).astype(f32)
     y_ref, (n_ref, rstd_ref) = ops.residual_layernorm_forward(x.astype(np.float64), v.astype(np.float64),
                                                              gamma.astype(np.float64), beta.astype(np.float64), 1e-5)
     rows = math.ceil(B / 8)
-    if name == "residual_layernorm_forward":
-        y, n, rstd = _nan(r, (B, d)), _nan(r, (B, d)), _nan(r, (B,))
-        r.launch(name, rows, (r.put(x), r.put(v), r.put(gamma), r.put(beta), y, n, rstd, i32(B), i32(d), f32(1e-5)))
-        return {"y": y, "n": n, "rstd": rstd}, {"y": y_ref, "n": n_ref, "rstd": rstd_ref[:, 0]}, \
-            {"y": d, "n": d, "rstd": d}, None
+    if name.startswith("residual_layernorm_forward"):
+        y, n, rstd, y16 = _nan(r, (B, d)), _nan(r, (B, d)), _nan(r, (B,)), _copy16(r, (B, d))
+        r.launch(name, rows, (r.put(x), r.put(v), r.put(gamma), r.put(beta), y, *([y16] if copy else []), n, rstd,
+                              i32(B), i32(d), f32(1e-5)))
+        got, want = {"y": y, "n": n, "rstd": rstd}, {"y": y_ref, "n": n_ref, "rstd": rstd_ref[:, 0]}
+        terms = {"y": d, "n": d, "rstd": d}
+        if copy:
+            got["y16"], want["y16"], terms["y16"] = y16, _rounded(r, y), 0
+        return got, want, terms, None
     nrm, rstd = n_ref.astype(f32), rstd_ref[:, 0].astype(f32)
     ds_ref, dg_ref, db_ref = ops.residual_layernorm_backward(dy.astype(np.float64), (nrm.astype(np.float64),
                                                              rstd.astype(np.float64)[:, None]), gamma.astype(np.float64))
     tiles = math.ceil(2 * d / 64)
     scratch, counters = _splitk(r, tiles, splits, 64)
-    ds, dg, db = _nan(r, (B, d)), _nan(r, (d,)), _nan(r, (d,))
-    r.launch(name, rows + tiles * splits, (r.put(dy), r.put(nrm), r.put(rstd), r.put(gamma), ds, dg, db, i32(B), i32(d),
-                                           i32(rows), i32(splits), scratch, counters))
-    return {"∂s": ds, "∂γ": dg, "∂β": db}, {"∂s": ds_ref, "∂γ": dg_ref, "∂β": db_ref}, \
-        {"∂s": d, "∂γ": B, "∂β": B}, counters
+    ds, dg, db, ds16 = _nan(r, (B, d)), _nan(r, (d,)), _nan(r, (d,)), _copy16(r, (B, d))
+    r.launch(name, rows + tiles * splits, (r.put(dy), r.put(nrm), r.put(rstd), r.put(gamma), ds,
+                                           *([ds16] if copy else []), dg, db, i32(B), i32(d), i32(rows), i32(splits),
+                                           scratch, counters))
+    got, want = {"∂s": ds, "∂γ": dg, "∂β": db}, {"∂s": ds_ref, "∂γ": dg_ref, "∂β": db_ref}
+    terms = {"∂s": d, "∂γ": B, "∂β": B}
+    if copy:
+        got["∂s16"], want["∂s16"], terms["∂s16"] = ds16, _rounded(r, ds), 0
+    return got, want, terms, counters
 
 
-@case("residual_join")
+@case("residual_join", "residual_join_with_copy")
 def _join(r, rng, name, n, grid=3):
+    copy = name.endswith("_with_copy")
     ds, dxm = rng.standard_normal(n).astype(f32), rng.standard_normal(n).astype(f32)
     stats = np.zeros((2, 8), f32)
     stats[1, 4:7] = [1.0, 2.0, 3.0]  # the join adds to what is already there
-    dx, st = _nan(r, (n,)), r.put(stats)
-    r.launch(name, grid, (r.put(ds), r.put(dxm), dx, i32(n), r.put(np.array([1, 0], i32)), st, i32(8), i32(4)))
+    dx, st, dx16 = _nan(r, (n,)), r.put(stats), _copy16(r, (n,))
+    r.launch(name, grid, (r.put(ds), r.put(dxm), dx, *([dx16] if copy else []), i32(n), r.put(np.array([1, 0], i32)),
+                          st, i32(8), i32(4)))
     want_dx, sums = ref.residual_join(ds.astype(np.float64), dxm.astype(np.float64))
-    return {"∂x": dx, "stats": st}, {"∂x": want_dx, "stats": _with(stats, 1, 4, np.array([1, 2, 3]) + sums)}, \
-        {"stats": n}, None
+    got, want = {"∂x": dx, "stats": st}, {"∂x": want_dx, "stats": _with(stats, 1, 4, np.array([1, 2, 3]) + sums)}
+    terms = {"stats": n}
+    if copy:
+        got["∂x16"], want["∂x16"], terms["∂x16"] = dx16, _rounded(r, dx), 0
+    return got, want, terms, None
 
 
 def _with(stats, row, col, values):

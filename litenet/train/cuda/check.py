@@ -22,6 +22,7 @@ and names the step and the launch's position in it when a kernel is off.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,6 +103,17 @@ class Check:
     twin: Callable[[dict[str, np.ndarray], int], dict[str, Any]]
     terms: dict[str, int] = field(default_factory=dict)  # output → terms per value (default 1)
     tol: Tolerance = FLOAT32  # a tensor-core product's: its precision's (TOLERANCES)
+    tols: dict[str, Tolerance] = field(default_factory=dict)  # outputs held to another tolerance than `tol`
+
+    def with_copy(self, output: str, copy) -> "Check":
+        """This check, and the kernel's BF16 copy of `output` (a `…_with_copy` kernel's, bf16_copy.cuh)
+        held to the twin's `output` within one more BF16 rounding."""
+        name = output + " in BF16"
+        def twin(i, pos):
+            want = self.twin(i, pos)
+            return {**want, name: want[output]}
+        return dataclasses.replace(self, writes={**self.writes, name: copy}, twin=twin,
+                                   terms={**self.terms, name: 1}, tols={**self.tols, name: BF16})
 
 
 def _resolve(view: View, pos: int):
@@ -125,7 +137,8 @@ def run_checked(device, launch, pos: int) -> dict[str, float]:
     device.synchronize()
     got = {k: _host(device, v, pos) for k, v in check.writes.items()}
     want = check.twin(inputs, pos)
-    return {k: compare(launch.kernel, k, got[k], w, check.terms.get(k, 1), check.tol) for k, w in want.items()}
+    return {k: compare(launch.kernel, k, got[k], w, check.terms.get(k, 1), check.tols.get(k, check.tol))
+            for k, w in want.items()}
 
 
 # -- the Mixer's launches, matched by kernel name (mixer_twins.py) ----------------------------------------

@@ -102,14 +102,17 @@ def arena_plan(model: ModelConfig, geometry: Geometry, plan: str, capacity: int)
 
 
 # The buffers whose BF16 copies the wide BF16 products read, by the products that read (or write) them
-# (geometry.gemms): a copy exists only where one of them is a wide BF16 product. Most are made by
-# bf16_copy.cu after the buffer's producer; the parameters' by the update (sgd_clip_update), GELU's
-# output's by fc1's forward product and ∂u's by fc2's ∂input product (linear.cu), where those are wide.
+# (geometry.gemms): a copy exists only where one of them is a wide BF16 product. Each is written by the
+# kernel that produces the buffer, as it writes it: the parameters' by the update (sgd_clip_update), s(x)'s
+# by embed_inputs_with_copy, h0's by the embedding's wide product, the blocks' outputs', ∂s's and ∂h0's by
+# the `_with_copy` LayerNorm and join kernels, GELU's output's by fc1's forward product and ∂u's by fc2's
+# ∂input product (linear.cu) — where those are themselves wide BF16 products; bf16_copy.cu copies the rest
+# (e.g. s(x) from embed_forward_rows, ∂z for a wide head).
 BF16_COPIES = {
     "P16": ("embed_forward", "fc1_forward", "fc2_forward", "head_forward", "head_backward_input",
             "fc2_backward_input", "fc1_backward_input"),
     "S16": ("embed_forward", "embed_backward"),
-    "X16": ("fc1_forward", "fc1_backward_weight", "head_forward", "head_backward_weight"),
+    "X16": ("embed_forward", "fc1_forward", "fc1_backward_weight", "head_forward", "head_backward_weight"),
     "A16": ("fc1_forward", "fc2_forward", "fc2_backward_weight"),
     "G16": ("head_backward_weight", "head_backward_input", "fc2_backward_weight", "fc2_backward_input",
             "embed_backward"),
@@ -207,18 +210,30 @@ class Plans:
         v, g, tw = self.v, self.g, self.tw
         pixels = Pixels(images, batches, flips, ctr, i32(self.m.embed == "full"), f32(self.m.input_shift))
         out, W = v["X"][0], self.pv["embed.weight"]
+        x16 = self._copy_bf16(out, "X16", 0, check=check)  # h0's copy, unless the product writes it
         if g.embed_variant == "rows":
             return [launch("embed_forward_rows", math.ceil(B / g.embed_rows) * g.embed_parts, pixels,
                            W=W, out=out, S=v["S"], B=i32(B), Kin=i32(K), d=i32(d), rows=i32(g.embed_rows),
                            parts=i32(g.embed_parts), shared=g.embed_smem,
                            check=tw.embed_forward_rows(out) if check else None),
-                    *self._copy_bf16(v["S"], "S16", check=check)]
-        return [launch("embed_inputs", B, pixels, S=v["S"], B=i32(B), check=tw.embed_inputs() if check else None),
-                *self._copy_bf16(v["S"], "S16", check=check),
-                self._product("embed_forward", "embed_forward", tw.embed_forward(out) if check else None,
+                    *self._copy_bf16(v["S"], "S16", check=check), *x16]
+        inputs = tw.embed_inputs() if check else None
+        if "S16" in v:  # s(x) and its copy in one pass
+            first = launch("embed_inputs_with_copy", B, pixels, S=v["S"], S16=v["S16"], B=i32(B),
+                           check=inputs and inputs.with_copy("S", v["S16"]))
+        else:
+            first = launch("embed_inputs", B, pixels, S=v["S"], B=i32(B), check=inputs)
+        product = tw.embed_forward(out) if check else None
+        if self.g.gemms["embed_forward"].reads_bf16:  # the product writes h0's copy (X16[0]) too
+            copy16, x16 = {"out16": v["X16"][0]}, []
+            product = product and product.with_copy("h0", v["X16"][0])
+        else:
+            copy16 = {}
+        return [first,
+                self._product("embed_forward", "embed_forward", product,
                               S=self._bf16("embed_forward", v["S"], v.get("S16")),
                               W=self._bf16("embed_forward", W, self.pv16.get("embed.weight")),
-                              out=out, B=i32(B), Kin=i32(K), d=i32(d))]
+                              out=out, **copy16, B=i32(B), Kin=i32(K), d=i32(d)), *x16]
 
     def _linear(self, kernel, gemm, x, x16, w, b, n_in, n_out, check, **outs) -> Launch:
         """y = x·W + b (linear_forward), or u = x·W + b and a = GELU(u) (linear_gelu_forward); `x16`: x's
@@ -233,25 +248,28 @@ class Plans:
         v, p = self.v, f"blocks.{i}."
         X16, A16 = (v[k][i] if k in v else None for k in ("X16", "A16"))
         a16_by_product = self.g.gemms["fc1_forward"].reads_bf16  # the wide BF16 kernel writes GELU's copy
+        layernorm = self.tw.residual_layernorm_forward(i) if check else None
+        if "X16" in v:  # the block's output in BF16 too, for the next block's (or the head's) products
+            layernorm = layernorm and layernorm.with_copy(f"{p}ln y", v["X16"][i + 1])
+            kernel, copy16 = "residual_layernorm_forward_with_copy", {"y16": v["X16"][i + 1]}
+        else:
+            kernel, copy16 = "residual_layernorm_forward", {}
         return [
-            *self._copy_bf16(v["X"][i], "X16", i, ("fc1_forward", "fc1_backward_weight"), check),
             self._linear("linear_gelu_forward", "fc1_forward", v["X"][i], X16, p + "fc1.weight", p + "fc1.bias", d,
                          H, check, u=v["U"][i], a=v["A"][i], **({"a16": A16} if a16_by_product else {})),
             *([] if a16_by_product else self._copy_bf16(v["A"][i], "A16", i, check=check)),
             self._linear("linear_forward", "fc2_forward", v["A"][i], A16, p + "fc2.weight", p + "fc2.bias", H, d,
                          check, y=v["V"]),
-            launch("residual_layernorm_forward", self.g.row_blocks,
-                   x=v["X"][i], v=v["V"], gamma=self.pv[p + "ln.gamma"], beta=self.pv[p + "ln.beta"],
-                   y=v["X"][i + 1], nrm=v["NRM"][i], rstd=v["RSTD"][i], B=i32(B), d=i32(d), eps=f32(self.m.ln_eps),
-                   check=self.tw.residual_layernorm_forward(i) if check else None),
+            launch(kernel, self.g.row_blocks, x=v["X"][i], v=v["V"], gamma=self.pv[p + "ln.gamma"],
+                   beta=self.pv[p + "ln.beta"], y=v["X"][i + 1], **copy16, nrm=v["NRM"][i], rstd=v["RSTD"][i],
+                   B=i32(B), d=i32(d), eps=f32(self.m.ln_eps), check=layernorm),
         ]
 
     def _head_forward(self, check=True) -> list[Launch]:
         _, d, _, C, _, L = self._dims()
         v = self.v
-        return self._copy_bf16(v["X"][L], "X16", L, ("head_forward", "head_backward_weight"), check) + [
-            self._linear("linear_forward", "head_forward", v["X"][L], v["X16"][L] if "X16" in v else None,
-                         "head.weight", "head.bias", d, C, check, y=v["Z"])]
+        return [self._linear("linear_forward", "head_forward", v["X"][L], v["X16"][L] if "X16" in v else None,
+                             "head.weight", "head.bias", d, C, check, y=v["Z"])]  # X16[L]: the last LayerNorm's
 
     # -- the plans ---------------------------------------------------------------------------------
 
@@ -322,14 +340,17 @@ class Plans:
         out.append(self._backward_input("head_backward_input", v["DZ"], self._g16((B, C)), "head.weight", v["G1"],
                                         d, C))
         ln = self.g.layernorm_grads
+        reads_bf16 = lambda *gemms: any(self.g.gemms[k].reads_bf16 for k in gemms)  # noqa: E731
         for i in reversed(range(L)):  # G1: the ∂y arriving at block i, then the ∂x leaving it
             p = f"blocks.{i}."
-            out.append(launch("residual_layernorm_backward", self.g.row_blocks + ln.tiles * ln.splits,
-                              self._splitk(ln.splits), dy=v["G1"], nrm=v["NRM"][i], rstd=v["RSTD"][i],
-                              gamma=pv[p + "ln.gamma"], ds=v["G2"], dgamma=gv[p + "ln.gamma"],
-                              dbeta=gv[p + "ln.beta"], B=i32(B), d=i32(d), row_blocks=i32(self.g.row_blocks),
-                              check=tw.residual_layernorm_backward(i)))
-            out += self._copy_bf16(v["G2"], "G16", readers=("fc2_backward_weight", "fc2_backward_input"))
+            layernorm, copy16 = tw.residual_layernorm_backward(i), {}
+            if reads_bf16("fc2_backward_weight", "fc2_backward_input"):  # ∂s in BF16 too, for fc2's products
+                layernorm, copy16 = layernorm.with_copy(f"{p}∂s", self._g16((B, d))), {"ds16": self._g16((B, d))}
+            out.append(launch("residual_layernorm_backward" + ("_with_copy" if copy16 else ""),
+                              self.g.row_blocks + ln.tiles * ln.splits, self._splitk(ln.splits), dy=v["G1"],
+                              nrm=v["NRM"][i], rstd=v["RSTD"][i], gamma=pv[p + "ln.gamma"], ds=v["G2"], **copy16,
+                              dgamma=gv[p + "ln.gamma"], dbeta=gv[p + "ln.beta"], B=i32(B), d=i32(d),
+                              row_blocks=i32(self.g.row_blocks), check=layernorm))
             X16, A16 = (v[k][i] if k in v else None for k in ("X16", "A16"))
             out.append(self._backward_weight("fc2_backward_weight", v["A"][i], A16, v["G2"], self._g16((B, d)),
                                              p + "fc2.weight", p + "fc2.bias", H, d))
@@ -345,10 +366,14 @@ class Plans:
             out.append(self._backward_weight("fc1_backward_weight", v["X"][i], X16, v["GH"], GH16, p + "fc1.weight",
                                              p + "fc1.bias", d, H))
             out.append(self._backward_input("fc1_backward_input", v["GH"], GH16, p + "fc1.weight", v["G3"], d, H))
-            out.append(launch("residual_join", self._elementwise_grid(B * d), self._stats_row(),
-                              ds=v["G2"], dx_main=v["G3"], dx=v["G1"], n=i32(B * d),
-                              slot=i32(self.stats.path + 3 * i), check=tw.residual_join(i)))
-        out += self._copy_bf16(v["G1"], "G16", readers=("embed_backward",))
+            join, copy16 = tw.residual_join(i), {}
+            if i == 0 and reads_bf16("embed_backward"):  # ∂h0 in BF16 too, for the embedding's ∂We
+                join, copy16 = join.with_copy(f"blocks.{i} ∂x", self._g16((B, d))), {"dx16": self._g16((B, d))}
+            out.append(launch("residual_join" + ("_with_copy" if copy16 else ""), self._elementwise_grid(B * d),
+                              self._stats_row(), ds=v["G2"], dx_main=v["G3"], dx=v["G1"], **copy16, n=i32(B * d),
+                              slot=i32(self.stats.path + 3 * i), check=join))
+        if L == 0:  # no join: ∂h0 is the head's ∂input
+            out += self._copy_bf16(v["G1"], "G16", readers=("embed_backward",))
         out.append(self._product("embed_backward", "embed_backward", tw.embed_backward(),
                                  S=self._bf16("embed_backward", v["S"], v.get("S16")),
                                  dH=self._bf16("embed_backward", v["G1"], self._g16((B, d))), dW=gv["embed.weight"],
