@@ -193,8 +193,7 @@ embed_forward_wide_bf16(const unsigned short* S, const unsigned short* W, float*
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
 embed_backward_wide_bf16(const unsigned short* S, const unsigned short* dH, float* dW, int B, int Kin, int d,
-                         int splits, float* scratch,
-                         unsigned int* counters) {
+                         int splits, float* scratch, unsigned int* counters) {
     embed_backward_wide_body<PrecBf16>(S, dH, dW, B, Kin, d, splits, scratch, counters);
 }
 

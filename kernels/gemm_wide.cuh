@@ -30,11 +30,11 @@
 // (as gemm.cuh's fp32 path); the BF16 tiles keep two steps in flight (wide_tile's DEPTH 2: their steps
 // are half the registers of fp32's), and both run the k loop unrolled by two — fp32's steps at widths
 // 1024–2048 3.9–4.7 % faster on an H200 for that alone, BF16's up to 2 % for the depth
-// (bench/results/gpu-mixer-2026-12-04.md, eleventh session). For BF16 this beat a cp.async pipeline of fp32 steps rounded as the
-// fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128 registers with spills):
-// litenet-base's BF16 step at width 2048, batch 1024, 2.48 against 2.66 ms on an H200; one block a
-// multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined). Then each 128 × 64
-// half of the tile, in gemm.cuh's tall SIMT layout
+// (bench/results/gpu-mixer-2026-12-04.md, eleventh session). For BF16 this beat a cp.async pipeline
+// of fp32 steps rounded as the fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128
+// registers with spills): litenet-base's BF16 step at width 2048, batch 1024, 2.48 against 2.66 ms on
+// an H200; one block a multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined).
+// Then each 128 × 64 half of the tile, in gemm.cuh's tall SIMT layout
 // (thread t owns acc[i][j] = C[8·ty + i][4·tx + j]; the BF16 tile gets there through shared memory),
 // goes through splitk.cuh's tile_fixup as a tall tile of its own (slab LN_SLAB_OF(8), counters of
 // half 2·tile + h), so split-K and every epilogue are the tall tile's.
@@ -165,13 +165,7 @@ struct Mat16 {
     __device__ __forceinline__ void load_row(int r, int c, int avail, unsigned int* w) const {
         const unsigned short* q = p + (size_t)r * ld + c;
         if (avail >= N && ld % N == 0 && reinterpret_cast<size_t>(q) % (2 * N) == 0) {
-            if (N == 8) {
-                const uint4 v = *reinterpret_cast<const uint4*>(q);
-                w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-            } else {
-                const uint2 v = *reinterpret_cast<const uint2*>(q);
-                w[0] = v.x, w[1] = v.y;
-            }
+            load_words<N>(q, w);
             return;
         }
 #pragma unroll
@@ -180,12 +174,23 @@ struct Mat16 {
         for (int e = 0; e < N; ++e)  // unrolled, so w stays in registers
             if (e < avail) w[e / 2] |= (unsigned int)q[e] << (16 * (e & 1));
     }
+    // N values at q (2·N-byte aligned) as N/2 words: one 16- or 8-byte load.
+    template <int N>
+    __device__ __forceinline__ static void load_words(const unsigned short* q, unsigned int* w) {
+        if (N == 8) {
+            const uint4 v = *reinterpret_cast<const uint4*>(q);
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+        } else {
+            const uint2 v = *reinterpret_cast<const uint2*>(q);
+            w[0] = v.x, w[1] = v.y;
+        }
+    }
 };
 
 // Both BF16 tiles' fetch of X(k, i) for k0 ≤ k < k0 + 32, i0 ≤ i < i0 + 128 (zeros past k_end and I)
 // from a BF16 operand, e = t + 256·l:
-//   K_CONTIGUOUS  along_k[l] (l < 2): row i0 + e / 4, k = k0 + 8·(e % 4) … +7 (4 threads a row's 64 bytes)
-//   else          along_i[l] (l < 4): k row k0 + 4·warp + l, columns i0 + 4·lane … +3 (a warp reads a
+//   K_CONTIGUOUS  along_k(l) (l < 2): row i0 + e / 4, k = k0 + 8·(e % 4) … +7 (4 threads a row's 64 bytes)
+//   else          along_i(l, ·) (l < 4): k row k0 + 4·warp + l, columns i0 + 4·lane … +3 (a warp reads a
 //                 row's 256 bytes; the same 4 columns in every row, as the column sums need)
 struct Bf16Step {
     unsigned int w[8];  // along_k(l)[j] = w[4·l + j], along_i(l)[j] = w[2·l + j]
@@ -206,16 +211,14 @@ struct Bf16Step {
             if (K_CONTIGUOUS) {
                 const int e = threadIdx.x + LN_THREADS * l, i = i0 + e / 4, k = k0 + 8 * (e % 4);
                 if (inside) {
-                    const uint4 v = *reinterpret_cast<const uint4*>(p + (size_t)i * ld + k);
-                    w[4 * l] = v.x, w[4 * l + 1] = v.y, w[4 * l + 2] = v.z, w[4 * l + 3] = v.w;
+                    Mat16<true>::load_words<8>(p + (size_t)i * ld + k, w + 4 * l);
                 } else {
                     rows.template load_row<8>(i, k, i < I ? min(8, k_end - k) : 0, w + 4 * l);
                 }
             } else {
                 const int k = k0 + 4 * warp + l, i = i0 + 4 * lane;
                 if (inside) {
-                    const uint2 v = *reinterpret_cast<const uint2*>(p + (size_t)k * ld + i);
-                    w[2 * l] = v.x, w[2 * l + 1] = v.y;
+                    Mat16<true>::load_words<4>(p + (size_t)k * ld + i, w + 2 * l);
                 } else {
                     rows.template load_row<4>(k, i, k < k_end ? min(4, I - i) : 0, w + 2 * l);
                 }

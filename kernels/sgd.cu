@@ -44,12 +44,7 @@ __device__ __forceinline__ void sgd_all(float* params, float* velocity, const fl
             sgd_element(&w[e], &v[e], scale == 1.f ? g[e] : __fmul_rn(g[e], scale), lr, momentum, wd);
         st4(params + 4 * i, make_float4(w[0], w[1], w[2], w[3]));
         st4(velocity + 4 * i, make_float4(v[0], v[1], v[2], v[3]));
-        if (4 * i < n16) {  // n16 = n: params16 (as params) starts 16-byte aligned, so 4 values are 8 bytes
-            uint2 w16;
-            w16.x = to_bf16x2(w[0], w[1]);
-            w16.y = to_bf16x2(w[2], w[3]);
-            *reinterpret_cast<uint2*>(params16 + 4 * i) = w16;
-        }
+        if (4 * i < n16) store4_bf16(params16 + 4 * i, w[0], w[1], w[2], w[3]);  // 8-byte aligned (vec)
     }
     for (int i = 4 * n4 + first; i < n; i += stride) {
         sgd_element(params + i, velocity + i, scale == 1.f ? grads[i] : __fmul_rn(grads[i], scale), lr, momentum, wd);

@@ -105,15 +105,16 @@ class Check:
     tol: Tolerance = FLOAT32  # a tensor-core product's: its precision's (TOLERANCES)
     tols: dict[str, Tolerance] = field(default_factory=dict)  # outputs held to another tolerance than `tol`
 
-    def with_copy(self, output: str, copy) -> "Check":
-        """This check, and the kernel's BF16 copy of `output` (a `…_with_copy` kernel's, bf16_copy.cuh)
-        held to the twin's `output` within one more BF16 rounding."""
+    def with_copy(self, output: str, copy, terms: int = 1) -> "Check":
+        """This check, and the kernel's BF16 copy of `output` (bf16_copy.cuh: a `…_with_copy` kernel's,
+        or a wide BF16 product's epilogue's) held to the twin's `output` at BF16's tolerance for `terms`
+        rounded terms: 1 (one more rounding of an fp32 result), or a BF16 product's own count."""
         name = output + " in BF16"
         def twin(i, pos):
             want = self.twin(i, pos)
             return {**want, name: want[output]}
         return dataclasses.replace(self, writes={**self.writes, name: copy}, twin=twin,
-                                   terms={**self.terms, name: 1}, tols={**self.tols, name: BF16})
+                                   terms={**self.terms, name: terms}, tols={**self.tols, name: BF16})
 
 
 def _resolve(view: View, pos: int):

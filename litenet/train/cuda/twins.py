@@ -75,11 +75,12 @@ class Twins:
         reads = {"x": x, "W": self.pv[w], "b": self.pv[b]}
         n_in = self.pv[w].shape[0]
         if kernel == "linear_gelu_forward":  # outs: u, a and, from the wide BF16 kernel, a's BF16 copy
-            names = (f"{layer} u", f"{layer} a", f"{layer} a in BF16")[:len(outs)]
             def twin(i, pos):
                 u, a = ref.linear_gelu_forward(i["x"], i["W"], i["b"])
-                return dict(zip(names, (u, a, a)))
-            return Check(reads, dict(zip(names, outs)), twin, {k: n_in for k in names})
+                return {f"{layer} u": u, f"{layer} a": a}
+            check = Check(reads, {f"{layer} u": outs[0], f"{layer} a": outs[1]}, twin,
+                          {f"{layer} u": n_in, f"{layer} a": n_in})
+            return check.with_copy(f"{layer} a", outs[2], n_in) if len(outs) == 3 else check
         return Check(reads, {f"{layer} y": outs[0]},
                      lambda i, pos: {f"{layer} y": ops.linear_forward(i["x"], i["W"], i["b"])}, {f"{layer} y": n_in})
 
@@ -96,14 +97,10 @@ class Twins:
         def twin(i, pos):
             x = np.zeros((len(i["dy"]), i["W"].shape[0]))  # linear_backward wants x for ∂W; only ∂x is used
             dx = ops.linear_backward(i["dy"], x, i["W"])[0]
-            if u is None:
-                return {name: dx}
-            du = ops.gelu_backward(dx, i["u"])
-            return {name: du, name + " in BF16": du}
-        reads, writes = {"dy": dy, "W": self.pv[w]}, {name: dx}
-        if u is not None:
-            reads["u"], writes[name + " in BF16"] = u, dx16
-        return Check(reads, writes, twin, {k: n_out for k in writes})
+            return {name: dx if u is None else ops.gelu_backward(dx, i["u"])}
+        reads = {"dy": dy, "W": self.pv[w], **({} if u is None else {"u": u})}
+        check = Check(reads, {name: dx}, twin, {name: n_out})
+        return check if dx16 is None else check.with_copy(name, dx16, n_out)
 
     def residual_layernorm_forward(self, blk: int) -> Check:
         v, p, d = self.v, f"blocks.{blk}.", self.m.width
