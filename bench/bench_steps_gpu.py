@@ -329,7 +329,8 @@ def render(result: dict) -> str:
                    "(fp32 67, TF32 494, BF16 989 TFLOP/s) and its unavoidable bytes (images once; optimiser state "
                    "24 B/parameter for SGD with momentum, 32 for AdamW) at 4.8 TB/s. The precision column names, "
                    "in brackets, LiteNet's time in the other tensor-core precision (the row shows the faster) and, "
-                   "where the step takes wide (128 × 128) tiles for its large products, its time without them "
+                   "where the step takes wide (fp32 256 × 128, BF16 128 × 128) tiles for its large products, "
+                   "its time without them "
                    "(geometry.choose_wide; 64-row tiles, or tall ones where choose_tall picks them).")]
     if errors:
         lines += ["", "Errors:"] + [f"- {m}, batch {b}, {p}, {who}: {e}" for m, b, p, who, e in errors]

@@ -15,7 +15,8 @@
 // The tile products embed_forward and embed_backward also come in `_tf32` and `_bf16` versions (64-row
 // tiles; mma.cuh: operands rounded to TF32 / BF16 on the tensor cores, fp32 accumulation, fp32 in
 // memory), chosen by the step's precision (geometry.Gemm.kernel); embed_forward_rows is fp32 only.
-// At large widths both take `_wide` (fp32) and `_wide_bf16` versions: 128 × 128 tiles (gemm_wide.cuh).
+// At large widths both take `_wide` (fp32, 256 × 128 tiles) and `_wide_bf16` (128 × 128) versions
+// (gemm_wide.cuh).
 //
 // Two versions of the forward, chosen in litenet/train/cuda/geometry.py (embed_variant):
 //   "tiles" embed_inputs then embed_forward — output tiles over S (gemm.cuh); large batches.
@@ -148,7 +149,7 @@ extern "C" __global__ void embed_backward_bf16(const float* S, const float* dH, 
     embed_backward_body<4, PrecBf16>(S, dH, dW, B, Kin, d, splits, scratch, counters);
 }
 
-// 128 × 128 tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's embedding at large widths.
+// Wide tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's embedding at large widths.
 template <class P, class E>
 __device__ void embed_forward_wide_body(const E* S, const E* W, float* out, int B, int Kin, int d, int splits,
                                         float* scratch, unsigned int* counters, unsigned short* out16 = nullptr) {

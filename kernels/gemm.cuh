@@ -93,29 +93,30 @@ struct TileSmemOf<TM, true> {
 template <int TM, class P>
 using TileSmem = typename TileSmemOf<TM, P::tensor_cores>::type;
 
-// Where thread t's fetched 4-vectors of one operand lie in a k step of a WIDTH-wide tile side
-// (WIDTH·16 elements, WIDTH/64 vectors per thread): along the tile index (m or n) when that is
-// the contiguous one — vector e = t + 256·l at k row e / (WIDTH/4), tile index 4·(e % (WIDTH/4)) —
-// else along k: tile index e / 4, k rows 4·(e % 4) … +3. Consecutive threads walk the contiguous
-// index, so a warp's loads coalesce.
-template <int WIDTH, bool ALONG_TILE>
+// Where thread t's fetched 4-vectors of one operand lie in a k step of TK (16, or 8 in gemm_wide.cuh's
+// fp32 tile) of a WIDTH-wide tile side (WIDTH·TK elements, N = WIDTH·TK / 1024 vectors per thread):
+// along the tile index (m or n) when that is the contiguous one — vector e = t + 256·l at k row
+// e / (WIDTH/4), tile index 4·(e % (WIDTH/4)) — else along k: tile index e / (TK/4), k rows
+// 4·(e % (TK/4)) … +3. Consecutive threads walk the contiguous index, so a warp's loads coalesce.
+template <int WIDTH, bool ALONG_TILE, int TK = LN_TK>
 struct FetchSlots {
-    static constexpr int N = WIDTH / 64;
+    static constexpr int N = WIDTH * TK / (4 * LN_THREADS);
     int kk[N], x[N];
     __device__ __forceinline__ FetchSlots() {
         for (int l = 0; l < N; ++l) {
             const int e = threadIdx.x + LN_THREADS * l;
-            kk[l] = ALONG_TILE ? e / (WIDTH / 4) : 4 * (e & 3);
-            x[l] = ALONG_TILE ? 4 * (e % (WIDTH / 4)) : e >> 2;
+            // along k, steps of 16 as shifts and steps of 8 as divisions: each the code measured on an H200
+            kk[l] = ALONG_TILE ? e / (WIDTH / 4) : TK == 16 ? 4 * (e & 3) : 4 * (e % (TK / 4));
+            x[l] = ALONG_TILE ? 4 * (e % (WIDTH / 4)) : TK == 16 ? e >> 2 : e / (TK / 4);
         }
     }
 };
 
-template <int WIDTH, bool ALONG_TILE>
-__device__ __forceinline__ void stage(float (&dst)[LN_TK][WIDTH + LN_SPAD], const FetchSlots<WIDTH, ALONG_TILE>& f,
-                                      const float4 (&v)[WIDTH / 64]) {
+template <int WIDTH, bool ALONG_TILE, int TK>
+__device__ __forceinline__ void stage(float (&dst)[TK][WIDTH + LN_SPAD], const FetchSlots<WIDTH, ALONG_TILE, TK>& f,
+                                      const float4 (&v)[FetchSlots<WIDTH, ALONG_TILE, TK>::N]) {
 #pragma unroll
-    for (int l = 0; l < WIDTH / 64; ++l) {
+    for (int l = 0; l < f.N; ++l) {
         if (ALONG_TILE) {
             st4(&dst[f.kk[l]][f.x[l]], v[l]);
         } else {
@@ -129,12 +130,13 @@ __device__ __forceinline__ void stage(float (&dst)[LN_TK][WIDTH + LN_SPAD], cons
 
 // One operand's 4-vectors of the k step at k0 at thread t's FetchSlots: X(k, i) for i0 ≤ i < i0 +
 // WIDTH, zeros past k_end and I. Memory: X(k, i) = p[i·ld + k] when K_CONTIGUOUS, else p[k·ld + i].
-template <int WIDTH, bool K_CONTIGUOUS>
+template <int WIDTH, bool K_CONTIGUOUS, int TK = LN_TK>
 __device__ __forceinline__ void fetch_operand(const float* p, int ld, int I, int i0, int k0, int k_end,
-                                              const FetchSlots<WIDTH, !K_CONTIGUOUS>& f, float4 (&v)[WIDTH / 64]) {
+                                              const FetchSlots<WIDTH, !K_CONTIGUOUS, TK>& f,
+                                              float4 (&v)[FetchSlots<WIDTH, !K_CONTIGUOUS, TK>::N]) {
     const Mat<true> rows{p, ld};  // rows(r, c … c+3): K_CONTIGUOUS r = i, c = k; else r = k, c = i
 #pragma unroll
-    for (int l = 0; l < WIDTH / 64; ++l) {
+    for (int l = 0; l < f.N; ++l) {
         const int i = i0 + f.x[l], k = k0 + f.kk[l];
         v[l] = K_CONTIGUOUS ? rows.load4(i, k, i < I ? min(4, k_end - k) : 0)
                             : rows.load4(k, i, k < k_end ? min(4, I - i) : 0);

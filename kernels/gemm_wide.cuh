@@ -1,13 +1,18 @@
-// gemm_wide.cuh — the tile product of large products in tiles of 128 × 128 (gemm.cuh's are 64 or
-// 128 rows × 64), in fp32 on the SIMT cores (sm_61 on) or BF16 on the tensor cores (sm_80 on);
-// chosen per product by geometry.Gemm.wide (large M·N·K).
+// gemm_wide.cuh — the tile product of large products in wide tiles (gemm.cuh's are 64 or 128 rows
+// × 64): 256 × 128 in fp32 on the SIMT cores (sm_61 on), 128 × 128 in BF16 on the tensor cores (sm_80
+// on); chosen per product by geometry.Gemm.wide (large M·N·K).
 //
 // Why: at litenet-base's widths 1024–2048 PyTorch's cuBLAS step was up to 1.4× (fp32) and 2.4×
 // (BF16) faster than LiteNet's on an H200 (bench/results/gpu-mixer-2026-12-03.md). A wider tile
 // halves what each output costs in shared-memory reads and global loads:
-//   fp32  thread t (t = 16·ty + tx) owns rows 8·ty … +7 and columns 4·tx … +3 and 64 + 4·tx … +3:
-//         64 multiply-adds per k against four 16-byte shared reads (the tall tile: 32 against three).
-//         k steps of 16, operands staged [k][i] as gemm.cuh's register path stages them.
+//   fp32  thread t (t = 16·ty + tx) owns rows 8·ty … +7 and 128 + 8·ty … +7, columns 4·tx … +3 and
+//         64 + 4·tx … +3: 128 multiply-adds per k against six 16-byte shared reads (the tall tile: 32
+//         against three), as cuBLAS's SIMT kernels (128 outputs a thread, 256 × 128 or 128 × 128
+//         tiles). k steps of 8 (two buffers of 16 KiB and 8 KiB), operands staged [k][i] as gemm.cuh's
+//         register path stages them; about 246 registers, so one block a multiprocessor. The 128 × 128
+//         tile before it (8 × 8 a thread, two blocks a multiprocessor) left litenet-base's fp32 step
+//         at width 2048, batch 1024 at 6.44 ms against PyTorch's 5.75; this one, 5.80 on an H200
+//         (bench/results/gpu-mixer-2026-12-04.md, twelfth session).
 //   BF16  gemm.cuh's tensor-core path stages fp32 operands and rounds each fragment as a warp reads
 //         it; its 64 × 64 tile gives a warp 32 × 16 outputs — per k16, 4 mma against 12 eight-byte
 //         shared reads and 12 conversions: shared memory, not the tensor cores, set its pace (about
@@ -28,16 +33,18 @@
 //         included; bench/results/gpu-mixer-2026-12-04.md, eleventh session).
 // All: two shared buffers, the next k step fetched into registers while the current one multiplies
 // (as gemm.cuh's fp32 path); the BF16 tiles keep two steps in flight (wide_tile's DEPTH 2: their steps
-// are half the registers of fp32's), and both run the k loop unrolled by two — fp32's steps at widths
-// 1024–2048 3.9–4.7 % faster on an H200 for that alone, BF16's up to 2 % for the depth
-// (bench/results/gpu-mixer-2026-12-04.md, eleventh session). For BF16 this beat a cp.async pipeline
+// are half the registers of fp32's) and run the k loop unrolled by two, BF16's steps up to 2 % faster
+// for the depth (bench/results/gpu-mixer-2026-12-04.md, eleventh session). The fp32 tile runs a step
+// an iteration: its loop body is 1271 instructions (20 KiB), and unrolled by two it stalled on
+// instruction fetch (ncu: 0.29 cycles an issue against cuBLAS's 0.02); width 2048, batch 1024's step
+// 5.94 → 5.80 ms on an H200 (twelfth session). For BF16 this beat a cp.async pipeline
 // of fp32 steps rounded as the fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128
 // registers with spills): litenet-base's BF16 step at width 2048, batch 1024, 2.48 against 2.66 ms on
 // an H200; one block a multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined).
-// Then each 128 × 64 half of the tile, in gemm.cuh's tall SIMT layout
+// Then each 128 × 64 part of the tile (4 in fp32's, 2 in BF16's), in gemm.cuh's tall SIMT layout
 // (thread t owns acc[i][j] = C[8·ty + i][4·tx + j]; the BF16 tile gets there through shared memory),
 // goes through splitk.cuh's tile_fixup as a tall tile of its own (slab LN_SLAB_OF(8), counters of
-// half 2·tile + h), so split-K and every epilogue are the tall tile's.
+// part parts·tile + q), so split-K and every epilogue are the tall tile's.
 //
 // Rounding and order: fp32 sums in k order as the other fp32 tiles; BF16 multiplies the same values
 // as the 64-row path (each operand rounded to nearest even once, now by whoever made the copy) and
@@ -50,15 +57,18 @@
 #include "splitk.cuh"
 #include "wgmma.cuh"
 
-#define LN_WIDE 128                   // tile rows and columns
+#define LN_WIDE 128                   // tile columns, and the BF16 tiles' rows
+#define LN_WIDE_ROWS_FP32 256         // the fp32 tile's rows
+#define LN_WIDE_TK_FP32 8             // the fp32 tile's k step
 #define LN_WIDE_ROW_K 20              // BF16: words per row of a k-contiguous staged operand ([i][k/2])
 #define LN_WIDE_ROW_I 136             // BF16: words per row of an i-contiguous one ([k/2][i])
 #define LN_WIDE_OPERAND (LN_WIDE * LN_WIDE_ROW_K)  // BF16: words per staged operand (≥ 16 · 136)
 // Blocks a multiprocessor each version is compiled for (__launch_bounds__), from ptxas (sm_90): fp32
-// fits 128 registers without spilling, so two; BF16 needs about 210 (64 accumulators, 32 floats of
-// the next step, 24 fragment words) and spills hundreds of bytes at 128, so one; WideWgmma (sm_90a) has
-// no fragment registers and fits 128 (at most 24 bytes spilled, in the GELU epilogue), so two.
-#define LN_WIDE_BLOCKS_FP32 2
+// needs about 246 registers (128 accumulators, two k's of 24 fragment values, 12 of the next step),
+// so one; BF16 needs about 210 (64 accumulators, 32 floats of the next step, 24 fragment words) and
+// spills hundreds of bytes at 128, so one; WideWgmma (sm_90a) has no fragment registers and fits 128
+// (at most 24 bytes spilled, in the GELU epilogue), so two.
+#define LN_WIDE_BLOCKS_FP32 1
 #ifdef LN_WGMMA
 #define LN_WIDE_BLOCKS_BF16 2  // WideWgmma: no fragment registers
 #else
@@ -77,7 +87,10 @@ struct __align__(16) WideSmem {
     union {
         unsigned int bf16[2][2][LN_WIDE_OPERAND];       // WideBf16's staged steps [buffer][A, B][word]
         unsigned int wgmma[2][2][LN_WG_OPERAND];        // WideWgmma's
-        float fp32[2][2][LN_TK][LN_WIDE + LN_SPAD];     // WideFp32's [buffer][A, B][k][i]
+        struct {
+            float a[2][LN_WIDE_TK_FP32][LN_WIDE_ROWS_FP32 + LN_SPAD];  // WideFp32's A [buffer][k][m]
+            float b[2][LN_WIDE_TK_FP32][LN_WIDE + LN_SPAD];            // and B [buffer][k][n]
+        } fp32;
         float half_out[LN_WIDE][LN_TILE + LN_SPAD];     // one 128 × 64 half of a BF16 tile, in the epilogue
         float fold[LN_THREADS / 32][LN_WIDE];           // the warps' column sums, folded
     };
@@ -88,55 +101,84 @@ struct __align__(16) WideSmem {
 // fp32 on the SIMT cores.
 
 struct WideFp32 {
-    static constexpr int TK = LN_TK, DEPTH = 1;  // k per step; steps in flight (wide_tile)
-    struct Step {  // a k step of one operand in flight: gemm.cuh's FetchSlots<128>
-        float4 v[2];
+    static constexpr int TK = LN_WIDE_TK_FP32, DEPTH = 1;  // k per step; steps in flight (wide_tile)
+    static constexpr int ROWS = LN_WIDE_ROWS_FP32;           // tile rows (columns: LN_WIDE)
+    template <int WIDTH>
+    struct Step {  // a k step of one operand (WIDTH = ROWS for A, LN_WIDE for B) in flight
+        float4 v[FetchSlots<WIDTH, true, TK>::N];
     };
-    float acc[8][8];  // rows 8·ty + i, columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
+    typedef Step<ROWS> StepA;
+    typedef Step<LN_WIDE> StepB;
+    float acc[16][8];  // rows 8·ty + i (i < 8), 128 + 8·ty + i − 8; columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
 
     __device__ __forceinline__ static void staged() {}  // the multiply is synchronous: nothing to order
     __device__ __forceinline__ void settle() {}
 
     __device__ __forceinline__ void zero() {
-        for (int i = 0; i < 8; ++i)
+        for (int i = 0; i < 16; ++i)
             for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
     }
 
-    // X(k, i) for k0 ≤ k < k0 + 16, i0 ≤ i < i0 + 128 (zeros past k_end and I) into thread t's
-    // registers at gemm.cuh's FetchSlots<128> (memory: X(k, i) = p[i·ld + k] when K_CONTIGUOUS, else
+    // X(k, i) for k0 ≤ k < k0 + TK, i0 ≤ i < i0 + WIDTH (zeros past k_end and I) into thread t's
+    // registers at gemm.cuh's FetchSlots (memory: X(k, i) = p[i·ld + k] when K_CONTIGUOUS, else
     // p[k·ld + i]).
-    template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end, Step& r) {
-        fetch_operand<LN_WIDE, K_CONTIGUOUS>(p, ld, I, i0, k0, k_end, FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), r.v);
+    // Inside the operand and aligned (every step of litenet-base's products): plain 16-byte loads, so
+    // the guards' checks and element paths run only at ragged edges. Checked each step, not once for
+    // the whole loop: with the branch in the loop ptxas issues the loads at the top of the step. A loop
+    // specialised to plain loads had them sunk to just before their stores (about 246 registers), each
+    // step waiting out a global load: width 2048, batch 1024's fp32 step took 7.33 ms on an H200, 6.44
+    // with the steps copied by cp.async instead, against 5.80 for this loop in two other runs
+    // (bench/results/gpu-mixer-2026-12-04.md, twelfth session).
+    template <bool K_CONTIGUOUS, int WIDTH>
+    __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
+                                                 Step<WIDTH>& r) {
+        const FetchSlots<WIDTH, !K_CONTIGUOUS, TK> f;
+        if (i0 + WIDTH <= I && k0 + TK <= k_end && ld % 4 == 0 && aligned16(p)) {
+#pragma unroll
+            for (int l = 0; l < f.N; ++l) {
+                const int i = i0 + f.x[l], k = k0 + f.kk[l];
+                r.v[l] = ld4(p + (K_CONTIGUOUS ? (size_t)i * ld + k : (size_t)k * ld + i));
+            }
+        } else {
+            fetch_operand<WIDTH, K_CONTIGUOUS, TK>(p, ld, I, i0, k0, k_end, f, r.v);
+        }
     }
     template <bool K_CONTIGUOUS>
-    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int operand, const Step& r) {
-        ::stage(s.fp32[buf][operand], FetchSlots<LN_WIDE, !K_CONTIGUOUS>(), r.v);
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int, const StepA& r) {
+        ::stage(s.fp32.a[buf], FetchSlots<ROWS, !K_CONTIGUOUS, TK>(), r.v);
     }
-    // Fetched contiguous along i: the thread's 4 columns are the same in both vectors.
-    __device__ __forceinline__ static void add_column_sums(float4& cs, const Step& r) {
-        add4(cs, r.v[0]);
-        add4(cs, r.v[1]);
+    template <bool K_CONTIGUOUS>
+    __device__ __forceinline__ static void stage(WideSmem& s, int buf, int, const StepB& r) {
+        ::stage(s.fp32.b[buf], FetchSlots<LN_WIDE, !K_CONTIGUOUS, TK>(), r.v);
+    }
+    // Fetched contiguous along i: the thread's 4 columns are the same in every vector.
+    __device__ __forceinline__ static void add_column_sums(float4& cs, const StepB& r) {
+        for (int l = 0; l < FetchSlots<LN_WIDE, true, TK>::N; ++l) add4(cs, r.v[l]);
     }
     template <bool KA, bool KB>
     __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
         const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
 #pragma unroll
-        for (int kk = 0; kk < LN_TK; ++kk) {
-            const float4 a0 = ld4(&s.fp32[buf][0][kk][8 * ty]), a1 = ld4(&s.fp32[buf][0][kk][8 * ty + 4]);
-            const float4 b0 = ld4(&s.fp32[buf][1][kk][4 * tx]), b1 = ld4(&s.fp32[buf][1][kk][LN_TILE + 4 * tx]);
-            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        for (int kk = 0; kk < TK; ++kk) {
+            const float* sa = s.fp32.a[buf][kk];
+            const float* sb = s.fp32.b[buf][kk];
+            const float4 a0 = ld4(sa + 8 * ty), a1 = ld4(sa + 8 * ty + 4);
+            const float4 a2 = ld4(sa + LN_WIDE + 8 * ty), a3 = ld4(sa + LN_WIDE + 8 * ty + 4);
+            const float4 b0 = ld4(sb + 4 * tx), b1 = ld4(sb + LN_TILE + 4 * tx);
+            const float a[16] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w,
+                                 a2.x, a2.y, a2.z, a2.w, a3.x, a3.y, a3.z, a3.w};
             const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-            for (int i = 0; i < 8; ++i)
+            for (int i = 0; i < 16; ++i)
 #pragma unroll
                 for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
         }
     }
-    // Columns 64·h … +63: thread t's out[i][j] = C[8·ty + i][64·h + 4·tx + j] (the tall layout).
-    __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem&) const {
+    // Part q of the tile (rows 128·(q / 2) … +127, columns 64·(q % 2) … +63): thread t's out[i][j] =
+    // C[128·(q / 2) + 8·ty + i][64·(q % 2) + 4·tx + j] (the tall layout).
+    __device__ __forceinline__ void part(int q, float (&out)[8][4], WideSmem&) const {
         for (int i = 0; i < 8; ++i)
-            for (int j = 0; j < 4; ++j) out[i][j] = acc[i][4 * h + j];
+            for (int j = 0; j < 4; ++j) out[i][j] = acc[8 * (q / 2) + i][4 * (q % 2) + j];
     }
 };
 
@@ -245,7 +287,9 @@ struct Bf16Step {
 // What both BF16 tiles share: k steps of 32, fetched from BF16 operands as Bf16Step.
 struct Bf16Operands {
     static constexpr int TK = 32, DEPTH = 2;  // k per step; steps in flight (wide_tile)
+    static constexpr int ROWS = LN_WIDE;      // tile rows (and columns)
     typedef Bf16Step Step;
+    typedef Step StepA, StepB;
     template <bool K_CONTIGUOUS>
     __device__ __forceinline__ static void fetch(const unsigned short* p, int ld, int I, int i0, int k0, int k_end,
                                                  Step& r) {
@@ -337,9 +381,10 @@ struct WideBf16 : Bf16Operands {
                 for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], a[mi], b[ni]);
         }
     }
-    // Columns 64·h … +63 from the warps' fragments into thread t's out[i][j] = C[8·ty + i][64·h + 4·tx
-    // + j], through shared memory. Every thread must call it; it starts with a barrier.
-    __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem& s) const {
+    // Part h of the tile (columns 64·h … +63) from the warps' fragments into thread t's out[i][j] =
+    // C[8·ty + i][64·h + 4·tx + j], through shared memory. Every thread must call it; it starts with a
+    // barrier.
+    __device__ __forceinline__ void part(int h, float (&out)[8][4], WideSmem& s) const {
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
         const int r0 = 64 * (warp >> 2), c0 = 32 * (warp & 3) - LN_TILE * h;
         __syncthreads();  // every warp is done with the staged operands, the fold or the other half
@@ -415,9 +460,9 @@ struct WideWgmma : Bf16Operands {
         wgmma_fence_operands(acc);
     }
 
-    // Columns 64·h … +63 into thread t's out[i][j] = C[8·ty + i][64·h + 4·tx + j], through shared memory
-    // (as WideBf16). Every thread must call it; it starts with a barrier.
-    __device__ __forceinline__ void half_tile(int h, float (&out)[8][4], WideSmem& s) const {
+    // Part h (columns 64·h … +63) into thread t's out[i][j] = C[8·ty + i][64·h + 4·tx + j], through shared
+    // memory (as WideBf16). Every thread must call it; it starts with a barrier.
+    __device__ __forceinline__ void part(int h, float (&out)[8][4], WideSmem& s) const {
         const int lane = threadIdx.x & 31, r = 16 * (threadIdx.x >> 5) + (lane >> 2), q = lane & 3;
         __syncthreads();
 #pragma unroll
@@ -446,9 +491,9 @@ struct WideOf<PrecBf16> {
 // ---------------------------------------------------------------------------------------------
 // The k loop, split-K and the epilogue, for both.
 
-// tile.acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the 128 × 128 tile at (m0, n0) (A and B
+// tile.acc = Σ_{k_begin ≤ k < k_end} A(m, k) · B(k, n) over the T::ROWS × 128 tile at (m0, n0) (A and B
 // gemm.cuh's Mat of fp32 for WideFp32, Mat16 of BF16 for the BF16 tiles); with `colsums`, cs is this
-// thread's share of B's column sums in fp32 (B contiguous along n: both fetches give a thread the same
+// thread's share of B's column sums in fp32 (B contiguous along n: every fetch gives a thread the same
 // 4 columns in every row). Ends with a barrier.
 template <class T, class MA, class MB>
 __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k_begin, int k_end, int m0, int n0,
@@ -456,12 +501,13 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
     constexpr bool SA = MA::second_contiguous, SB = MB::second_contiguous;
     tile.zero();
     cs = make_float4(0.f, 0.f, 0.f, 0.f);
-    typedef typename T::Step Step;
-    auto fetch = [&](int k0, Step& ra, Step& rb) {
+    typedef typename T::StepA StepA;
+    typedef typename T::StepB StepB;
+    auto fetch = [&](int k0, StepA& ra, StepB& rb) {
         T::template fetch<SA>(a.p, a.ld, M, m0, k0, k_end, ra);
         T::template fetch<!SB>(b.p, b.ld, N, n0, k0, k_end, rb);
     };
-    auto stage = [&](int buf, const Step& ra, const Step& rb) {
+    auto stage = [&](int buf, const StepA& ra, const StepB& rb) {
         T::template stage<SA>(s, buf, 0, ra);
         T::template stage<!SB>(s, buf, 1, rb);
         if (SB && colsums) T::add_column_sums(cs, rb);
@@ -470,9 +516,11 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
     // and step t + 1 (fetched during step t − 1) is staged, so a load has two steps' time to arrive;
     // the two register sets swap roles every step (the loop body is written twice so each stays in
     // registers). DEPTH 1 (fp32, whose steps take twice the registers): one set, fetched and staged
-    // within a step.
-    Step a0, b0, a1, b1;
-    Step &a_odd = T::DEPTH == 2 ? a1 : a0, &b_odd = T::DEPTH == 2 ? b1 : b0;
+    // within a step, a step an iteration.
+    StepA a0, a1;
+    StepB b0, b1;
+    StepA& a_odd = T::DEPTH == 2 ? a1 : a0;
+    StepB& b_odd = T::DEPTH == 2 ? b1 : b0;
     if (k_begin < k_end) {
         fetch(k_begin, a0, b0);
         stage(0, a0, b0);
@@ -482,7 +530,7 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
     __syncthreads();
     // Step k0 from shared buffer `buf`: (fa, fb) takes step k0 + DEPTH·TK; (na, nb) holds step k0 + TK,
     // staged into the other buffer.
-    auto step = [&](int k0, int buf, Step& fa, Step& fb, const Step& na, const Step& nb) {
+    auto step = [&](int k0, int buf, StepA& fa, StepB& fb, const StepA& na, const StepB& nb) {
         if (k0 + T::DEPTH * T::TK < k_end) fetch(k0 + T::DEPTH * T::TK, fa, fb);  // in flight during the multiply
         tile.template multiply<SA, !SB>(s, buf);
         if (k0 + T::TK < k_end) stage(buf ^ 1, na, nb);  // last read before the previous barrier
@@ -490,9 +538,13 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
         tile.settle();
         __syncthreads();
     };
-    for (int k0 = k_begin; k0 < k_end; k0 += 2 * T::TK) {
-        step(k0, 0, a0, b0, a_odd, b_odd);
-        if (k0 + T::TK < k_end) step(k0 + T::TK, 1, a_odd, b_odd, a0, b0);
+    if (T::DEPTH == 1) {  // one register set: a step an iteration (the fp32 tile's body is 20 KiB of code)
+        for (int k0 = k_begin, buf = 0; k0 < k_end; k0 += T::TK, buf ^= 1) step(k0, buf, a0, b0, a0, b0);
+    } else {
+        for (int k0 = k_begin; k0 < k_end; k0 += 2 * T::TK) {
+            step(k0, 0, a0, b0, a_odd, b_odd);
+            if (k0 + T::TK < k_end) step(k0 + T::TK, 1, a_odd, b_odd, a0, b0);
+        }
     }
 }
 
@@ -506,33 +558,37 @@ __device__ __forceinline__ Mat16<S> operand_view(const unsigned short* p, int ld
     return Mat16<S>{p, ld};
 }
 
-// Block x of a launch over ⌈M / 128⌉ · ⌈N / 128⌉ tiles (n fastest), each split `splits` ways.
+// Block x of a launch over ⌈M / ROWS⌉ · ⌈N / 128⌉ tiles (n fastest), each split `splits` ways.
+template <int ROWS>
 struct WideCoords {
     int m0, n0, tile, split;
     __device__ WideCoords(int splits, int N) {
         const int tiles_n = (N + LN_WIDE - 1) / LN_WIDE;
         tile = blockIdx.x / splits;
         split = blockIdx.x % splits;
-        m0 = (tile / tiles_n) * LN_WIDE;
+        m0 = (tile / tiles_n) * ROWS;
         n0 = (tile % tiles_n) * LN_WIDE;
     }
 };
 
-// C = A·B in 128 × 128 tiles of precision P (PrecFp32 or PrecBf16) with K split `splits` ways, then
-// `epilogue(TileAt<8> at, acc[8][4], colsum)` on each 128 × 64 half in the block that ends holding
-// it (the tall tile's contract; thread t < 64's colsum is column at.n0 + t's when `first_row_sums`
-// and the tile is in the first row: a bias gradient). scratch ≥ 2 · tiles · splits · LN_SLAB_OF(8)
-// floats when splits > 1; counters ≥ 2 · tiles · LN_TILE_COUNTERS zeroed (geometry.Gemm.fixup_tiles).
+// C = A·B in tiles of precision P — fp32 256 × 128, BF16 128 × 128 — with K split `splits` ways, then
+// `epilogue(TileAt<8> at, acc[8][4], colsum)` on each 128 × 64 part of a tile in the block that ends
+// holding it (the tall tile's contract; thread t < 64's colsum is column at.n0 + t's when
+// `first_row_sums` and the part is in the first 128 rows: a bias gradient). With p = the parts a tile
+// (4 for fp32, 2 for BF16): scratch ≥ p · tiles · splits · LN_SLAB_OF(8) floats when splits > 1;
+// counters ≥ p · tiles · LN_TILE_COUNTERS zeroed (geometry.Gemm.fixup_tiles).
 template <class P, class MA, class MB, class Epilogue>
 __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int splits, float* scratch,
                           unsigned int* counters, bool first_row_sums, const Epilogue& epilogue) {
+    typedef typename WideOf<P>::type Tile;
+    constexpr int PARTS = 2 * Tile::ROWS / LN_WIDE;
     __shared__ WideSmem s;
     LN_SHARED_WINDOW(&s);
-    const WideCoords wc(splits, N);
+    const WideCoords<Tile::ROWS> wc(splits, N);
     const bool colsums = first_row_sums && wc.m0 == 0;
     int k_begin, k_end;
     split_range(K, wc.split, splits, k_begin, k_end);
-    typename WideOf<P>::type tile;
+    Tile tile;
     float4 cs;
     wide_tile(tile, a, b, M, N, k_begin, k_end, wc.m0, wc.n0, colsums, cs, s);
     if (colsums) {  // warp w's threads hold 4 columns each of k rows w, w + 8, …: fold in warp order
@@ -546,13 +602,15 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
         __syncthreads();
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // unrolled: the fp32 tile's accumulators are indexed by h
+    for (int q = 0; q < PARTS; ++q) {  // unrolled: the fp32 tile's accumulators are indexed by q
         float part[8][4];
-        tile.half_tile(h, part, s);
-        float colsum = colsums && threadIdx.x < LN_TILE ? s.colsums[LN_TILE * h + threadIdx.x] : 0.f;
-        const int half = 2 * wc.tile + h;
-        if (tile_fixup<8>(part, colsums, colsum, wc.split, splits, scratch + (size_t)half * splits * LN_SLAB_OF(8),
-                          tile_counters(counters, half)))
-            epilogue(TileAt<8>(wc.m0, wc.n0 + LN_TILE * h), part, colsum);
+        tile.part(q, part, s);
+        const int h = q % 2, r = q / 2;  // columns 64·h, rows 128·r
+        const bool sums = colsums && r == 0;
+        float colsum = sums && threadIdx.x < LN_TILE ? s.colsums[LN_TILE * h + threadIdx.x] : 0.f;
+        const int index = PARTS * wc.tile + q;
+        if (tile_fixup<8>(part, sums, colsum, wc.split, splits, scratch + (size_t)index * splits * LN_SLAB_OF(8),
+                          tile_counters(counters, index)))
+            epilogue(TileAt<8>(wc.m0 + LN_WIDE * r, wc.n0 + LN_TILE * h), part, colsum);
     }
 }

@@ -21,7 +21,8 @@
 // `_bf16` on the tensor cores (sm_80+), fp32 accumulation, fp32 in memory.
 //
 // litenet-base's large products add `_wide` (fp32) and `_wide_bf16` versions of the four plain
-// products: 128 × 128 tiles (gemm_wide.cuh; the BF16 ones read BF16 copies of their operands, plans.py
+// products: wide tiles, 256 × 128 in fp32, 128 × 128 in BF16 (gemm_wide.cuh; the BF16 ones read BF16
+// copies of their operands, plans.py
 // BF16_COPIES) with the tall tiles' epilogues; geometry.Gemm.wide chooses them. In BF16 the GELU
 // forward also writes a's copy, and `linear_backward_input_gelu_wide_bf16` (∂u = ∂a Wᵀ · GELU'(u)
 // and ∂u's copy) replaces fc2's ∂input, gelu_backward and a copy.
@@ -30,7 +31,8 @@
 // (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile x / splits,
 // split x % splits). scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats when splits > 1 (TM = 4, or 8 for
 // _tall); counters ≥ tiles·LN_TILE_COUNTERS zeroed unsigned ints, left zeroed. The _wide versions:
-// tiles of 128 × 128, scratch and counters for twice as many (each 128 × 64 half is summed apart).
+// tiles of 256 × 128 (fp32) or 128 × 128 (BF16), scratch and counters for four or two times as many
+// (each 128 × 64 part is summed apart; geometry.Gemm.fixup_tiles).
 // Limits: none on the sizes beyond int indexing.
 #include "common.cuh"
 #include "gemm_wide.cuh"
@@ -129,7 +131,7 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
     backward_weight_epilogue<TM>(tc, acc, db_sum, dW, db, n_in, n_out);
 }
 
-// The same three products in 128 × 128 tiles (gemm_wide.cuh), with the tall tiles' epilogues.
+// The same three products in wide tiles (gemm_wide.cuh), with the tall tiles' epilogues.
 template <class P, bool GELU, class E>
 __device__ void linear_forward_wide_body(const E* x, const E* W, const float* bias, float* u, float* a, int B, int n_in,
                                          int n_out, int splits, float* scratch, unsigned int* counters,
@@ -293,7 +295,7 @@ linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* d
     linear_backward_weight_body<4, PrecBf16>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
 }
 
-// --- 128 × 128 tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's large products, fp32 and BF16 --
+// --- wide tiles (gemm_wide.cuh; geometry.Gemm.wide): litenet-base's large products, fp32 and BF16 ------
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_FP32)
 linear_forward_wide(const float* x, const float* W, const float* bias, float* y, int B, int n_in, int n_out,

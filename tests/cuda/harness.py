@@ -18,7 +18,7 @@ from litenet.model import ModelConfig, param_layout, param_views
 from litenet import ops
 from litenet.train import reference as ref
 from litenet.train.cuda.check import TOLERANCES, compare
-from litenet.train.cuda.geometry import SLAB, TILE, Gemm, slab, weight_grad_jobs
+from litenet.train.cuda.geometry import SLAB, TILE, Gemm, weight_grad_jobs
 from litenet.train.cuda.layout import StatsLayout, param_offsets
 
 i32, f32 = np.int32, np.float32
@@ -108,9 +108,9 @@ def _version(name):
 def _product_launch(r, kernel, M, N, splits):
     """(grid, scratch, counters) of tile-product kernel `kernel` over an M × N output with K split
     `splits` ways, shaped as geometry.Gemm shapes its version (64-row, `_tall` or `_wide` tiles)."""
-    shape = precision(kernel)[0]
-    gm = Gemm(M, N, 0, splits, tall=shape.endswith("_tall"), wide=shape.endswith("_wide"))
-    return gm.grid, *_splitk(r, gm.fixup_tiles, splits, slab(gm.tile_rows))
+    shape, prec = precision(kernel)
+    gm = Gemm(M, N, 0, splits, tall=shape.endswith("_tall"), precision=prec, wide=shape.endswith("_wide"))
+    return gm.grid, *_splitk(r, gm.fixup_tiles, splits, gm.part_slab)
 
 
 def _operand(r, kernel, a):

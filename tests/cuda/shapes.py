@@ -116,8 +116,21 @@ KERNEL_SHAPES += [
     ("linear_backward_weight_wide_bf16", dict(B=72, n_in=128, n_out=136)),
 ]
 
-# The same products in wide fp32 tiles (8 × 8 outputs a thread on the SIMT cores).
+# The same products in wide fp32 tiles (256 × 128, 16 × 8 outputs a thread on the SIMT cores), and two
+# whose rows reach a second tile row with a ragged second part (rows 128 … 255 of the tile), one of them a
+# ∂W whose ∂b comes from the first tile row's top parts only, through a K split.
 KERNEL_SHAPES += [(name.removesuffix("_bf16"), shape) for name, shape in KERNEL_SHAPES[-9:]]
+KERNEL_SHAPES += [
+    ("linear_forward_wide", dict(B=300, n_in=24, n_out=70, splits=3)),
+    ("linear_backward_weight_wide", dict(B=40, n_in=390, n_out=130, splits=2)),
+]
+# Whole aligned fp32 tiles (WideFp32::fetch's plain loads), in each operand layout; the ∂W has a ragged
+# second tile column beside its whole first, and ∂b through a K split.
+KERNEL_SHAPES += [
+    ("linear_forward_wide", dict(B=256, n_in=40, n_out=128)),
+    ("linear_backward_input_wide", dict(B=256, n_in=128, n_out=32)),
+    ("linear_backward_weight_wide", dict(B=24, n_in=256, n_out=136, splits=2)),
+]
 
 # ∂u = (∂y Wᵀ)·GELU'(u) in wide BF16 tiles, with its BF16 copy (BF16 only): ragged and split, and whole tiles.
 KERNEL_SHAPES += [

@@ -27,7 +27,7 @@ def pair(model, train, plan, dtype=np.float32, **options):
 @pytest.mark.parametrize("model,loss", [(SMALL, "margin"), (FULL, "cross-entropy")])
 def test_one_step_equals_reference(model, loss, plan, embed, tall, wide):
     """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy, with
-    each version of the embedding, and with tall (128-row) or wide (128 × 128) tiles for every product."""
+    each version of the embedding, and with tall (128-row) or wide (256 or 128 × 128) tiles for every product."""
     train = TrainConfig(batch_size=12, loss=loss)
     cuda, ref = pair(model, train, plan, dtype=np.float64, embed=embed, tall=tall, wide=wide)
     compare_one_step(cuda, ref, model, 12)

@@ -55,7 +55,7 @@ def test_one_step_equals_reference_within_precision(precision, plan):
 
 @pytest.mark.parametrize("defines", [(), WGMMA], ids=["mma", "wgmma"])
 def test_wide_tiles_run_every_product_and_equal_reference(defines):
-    """wide=True: every tile product of the step in 128 × 128 BF16 tiles (gemm_wide.cuh; `wgmma`: as a
+    """wide=True: every tile product of the step in wide (128 × 128) BF16 tiles (gemm_wide.cuh; `wgmma`: as a
     Hopper compilation builds them), each launch held to its twin by check_kernels, and the step's
     gradient equal to float64 NumPy's within BF16's tolerance (the choice in use, geometry.choose_wide,
     picks them only for large products)."""

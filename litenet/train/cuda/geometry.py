@@ -1,6 +1,7 @@
-"""Launch shapes: how each product is cut into tiles (64 or 128 rows × 64, or 128 × 128) and K splits, in which
-precision it multiplies, the embedding's version and rows per block, the fused kernel's rows per
-block, the weight-gradient job table, and the choice between the two step plans.
+"""Launch shapes: how each product is cut into tiles (64 or 128 rows × 64, or wide: 256 or 128 rows ×
+128) and K splits, in which precision it multiplies, the embedding's version and rows per block, the
+fused kernel's rows per block, the weight-gradient job table, and the choice between the two step
+plans.
 
 Pure arithmetic on the model and batch size (no device needed), so the arena can be sized
 before anything is allocated and the tests can check the plans on the CPU.
@@ -55,16 +56,30 @@ def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
     return weight_grad and M >= 256 and N >= 256 and K >= 2048
 
 
-WIDE = 128  # rows and columns of a "wide" tile (kernels' _wide and _wide_bf16 versions, gemm_wide.cuh)
+WIDE = 128  # columns of a "wide" tile (kernels' _wide and _wide_bf16 versions, gemm_wide.cuh)
+# Its rows (gemm_wide.cuh LN_WIDE_ROWS_FP32, WideBf16 / WideWgmma): fp32's 256 × 128 tile gives each
+# thread 16 × 8 outputs, against cuBLAS's SIMT kernels at 128 (gemm_wide.cuh says why).
+WIDE_ROWS = {"fp32": 256, "bf16": 128}
 WIDE_MIN_WORK = 1 << 30  # multiply-adds (M·N·K) from which a product takes wide tiles
 # Blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*), as choose_splits counts them. On
 # Hopper the BF16 tile (WideWgmma) holds 2, but the splits stay chosen for 1: at litenet-base's sizes
 # that fills one wave of two a multiprocessor (128 tiles split 2 ways: 256 blocks on an H200's 264).
-WIDE_BLOCKS = {"fp32": 2, "bf16": 1}
+WIDE_BLOCKS = {"fp32": 1, "bf16": 1}
+
+
+def choose_splits_by_waves(tiles: int, K: int, slots: int) -> int:
+    """The fewest splits whose launch finishes within 5 % of the soonest when every block holds one of
+    the GPU's `slots` for K / splits: time ∝ waves / splits. Fewest, because each split is a partial
+    tile written and read again. choose_splits' "about two blocks per multiprocessor" misses by a wave
+    at one block a multiprocessor: 128 tiles on 132 slots would split in 2 (two waves of half the work
+    each: no gain, and the partials' traffic); 32 tiles would split in 5 (two waves; 4 fill one)."""
+    candidates = range(1, int(max(1, min(K // 64, SPLITS_MAX))) + 1)
+    time = {s: math.ceil(tiles * s / slots) / s for s in candidates}
+    return min(s for s in candidates if time[s] <= 1.05 * min(time.values()))
 
 
 def choose_wide(M: int, N: int, K: int, precision: str) -> bool:
-    """Wide tiles (128 × 128; fp32 on the SIMT cores, or BF16 from BF16 copies of the operands) for large
+    """Wide tiles (256 × 128 fp32 on the SIMT cores, or 128 × 128 BF16 from BF16 copies of the operands) for large
     products: litenet-base's shape at widths 1024 and 2048, where PyTorch's cuBLAS step was faster
     than the 64-row tiles' (kernels/gemm_wide.cuh says why). Not TF32 (no wide version), not the
     Mixer's products (its own plans), nor products narrower than a tile."""
@@ -74,7 +89,7 @@ def choose_wide(M: int, N: int, K: int, precision: str) -> bool:
 @dataclass(frozen=True)
 class Gemm:
     """C (M × N) = A (M × K) · B (K × N) cut into tiles of 64 or 128 (tall) rows × 64 columns, or
-    128 × 128 (wide: gemm_wide.cuh, fp32 and BF16), and `splits` K ranges, multiplied in `precision`
+    wide (gemm_wide.cuh: fp32 256 × 128, BF16 128 × 128), and `splits` K ranges, multiplied in `precision`
     ("fp32" on the SIMT cores, "tf32" / "bf16" on the tensor cores: mma.cuh, 64-row or wide tiles;
     the kernel-name suffixes are schedule_ring.PRECISIONS, one map for both families). A wide tile's
     split-K sums each 128 × 64 half apart, as a tall tile."""
@@ -93,7 +108,7 @@ class Gemm:
         if wide is None:  # tall tiles asked for everywhere keep every product tall
             wide = not tall and choose_wide(M, N, K, precision)
         if wide and precision not in WIDE_BLOCKS:
-            raise UsageError(f"wide (128 × 128) tiles are fp32 or BF16, not {precision}")
+            raise UsageError(f"wide tiles are fp32 or BF16, not {precision}")
         if precision != "fp32":  # the tensor-core versions exist for 64-row and wide tiles only
             if tall:
                 raise UsageError(f"tall (128-row) tiles are fp32 only; precision {precision} uses 64-row tiles")
@@ -102,12 +117,16 @@ class Gemm:
             raise UsageError("a product's tiles are tall or wide, not both")
         tall = False if wide else choose_tall(M, N, K, weight_grad) if tall is None else tall
         shape = cls(M, N, K, 1, tall, precision, wide)
-        share = WIDE_BLOCKS[precision] / 2 if wide else 1.0  # choose_splits aims at two blocks a multiprocessor
-        return dataclasses.replace(shape, splits=choose_splits(shape.tiles, K, sm_count, share))
+        if wide and precision == "fp32":
+            splits = choose_splits_by_waves(shape.tiles, K, sm_count * WIDE_BLOCKS[precision])
+        else:
+            share = WIDE_BLOCKS[precision] / 2 if wide else 1.0  # choose_splits aims at two blocks a multiprocessor
+            splits = choose_splits(shape.tiles, K, sm_count, share)
+        return dataclasses.replace(shape, splits=splits)
 
     @property
     def tile_rows(self) -> int:
-        return TALL if self.tall or self.wide else TILE
+        return WIDE_ROWS[self.precision] if self.wide else TALL if self.tall else TILE
 
     @property
     def reads_bf16(self) -> bool:
@@ -129,8 +148,8 @@ class Gemm:
 
     @property
     def fixup_tiles(self) -> int:
-        """The tiles split-K sums apart (its counters): a wide tile's two halves each."""
-        return 2 * self.tiles if self.wide else self.tiles
+        """The tiles split-K sums apart (its counters): each 128 × 64 part of a wide tile."""
+        return self.tiles * self.tile_rows * self.tile_cols // (TALL * TILE) if self.wide else self.tiles
 
     @property
     def grid(self) -> int:
@@ -138,7 +157,12 @@ class Gemm:
 
     @property
     def scratch(self) -> int:
-        return self.fixup_tiles * self.splits * slab(self.tile_rows) if self.splits > 1 else 0
+        return self.fixup_tiles * self.splits * self.part_slab if self.splits > 1 else 0
+
+    @property
+    def part_slab(self) -> int:
+        """Floats per split-K partial of one of the tiles split-K sums apart (a wide tile's parts are tall)."""
+        return slab(TALL if self.wide else self.tile_rows)
 
 
 @dataclass(frozen=True)
