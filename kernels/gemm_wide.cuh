@@ -515,12 +515,10 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
     // T::DEPTH k steps in flight in registers. DEPTH 2: step t + 2 is fetched while step t multiplies
     // and step t + 1 (fetched during step t − 1) is staged, so a load has two steps' time to arrive;
     // the two register sets swap roles every step (the loop body is written twice so each stays in
-    // registers). DEPTH 1 (fp32, whose steps take twice the registers): one set, fetched and staged
-    // within a step, a step an iteration.
+    // registers). DEPTH 1 (fp32, whose steps take twice the registers): one set (a0, b0), fetched and
+    // staged within a step, a step an iteration.
     StepA a0, a1;
     StepB b0, b1;
-    StepA& a_odd = T::DEPTH == 2 ? a1 : a0;
-    StepB& b_odd = T::DEPTH == 2 ? b1 : b0;
     if (k_begin < k_end) {
         fetch(k_begin, a0, b0);
         stage(0, a0, b0);
@@ -542,8 +540,8 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
         for (int k0 = k_begin, buf = 0; k0 < k_end; k0 += T::TK, buf ^= 1) step(k0, buf, a0, b0, a0, b0);
     } else {
         for (int k0 = k_begin; k0 < k_end; k0 += 2 * T::TK) {
-            step(k0, 0, a0, b0, a_odd, b_odd);
-            if (k0 + T::TK < k_end) step(k0 + T::TK, 1, a_odd, b_odd, a0, b0);
+            step(k0, 0, a0, b0, a1, b1);
+            if (k0 + T::TK < k_end) step(k0 + T::TK, 1, a1, b1, a0, b0);
         }
     }
 }

@@ -36,7 +36,12 @@ def choose_splits(tiles: int, K: int, sm_count: int, share: float = 1.0) -> int:
     splits turn into one long serial read (before 2026-12-02's rewrite, 33 splits read one at a
     time were the likely largest cost of the seed's ∂W products at batch 4096)."""
     want = math.ceil(2 * sm_count * share / max(tiles, 1))
-    return int(max(1, min(want, K // 64, SPLITS_MAX)))
+    return max(1, min(want, max_splits(K)))
+
+
+def max_splits(K: int) -> int:
+    """At least 64 values of K per split, and at most SPLITS_MAX splits (choose_splits says why)."""
+    return int(max(1, min(K // 64, SPLITS_MAX)))
 
 
 def slab(tile_rows: int) -> int:
@@ -73,7 +78,7 @@ def choose_splits_by_waves(tiles: int, K: int, slots: int) -> int:
     tile written and read again. choose_splits' "about two blocks per multiprocessor" misses by a wave
     at one block a multiprocessor: 128 tiles on 132 slots would split in 2 (two waves of half the work
     each: no gain, and the partials' traffic); 32 tiles would split in 5 (two waves; 4 fill one)."""
-    candidates = range(1, int(max(1, min(K // 64, SPLITS_MAX))) + 1)
+    candidates = range(1, max_splits(K) + 1)
     time = {s: math.ceil(tiles * s / slots) / s for s in candidates}
     return min(s for s in candidates if time[s] <= 1.05 * min(time.values()))
 
@@ -92,7 +97,7 @@ class Gemm:
     wide (gemm_wide.cuh: fp32 256 × 128, BF16 128 × 128), and `splits` K ranges, multiplied in `precision`
     ("fp32" on the SIMT cores, "tf32" / "bf16" on the tensor cores: mma.cuh, 64-row or wide tiles;
     the kernel-name suffixes are schedule_ring.PRECISIONS, one map for both families). A wide tile's
-    split-K sums each 128 × 64 half apart, as a tall tile."""
+    split-K sums each 128 × 64 part apart, as a tall tile."""
 
     M: int
     N: int
