@@ -49,6 +49,7 @@ from litenet.model import init_params, load_preset, override, param_count  # noq
 PEAK_TFLOPS = {"fp32": 67.0, "tf32": 494.0, "bf16": 989.0}  # H200 SXM dense, NVIDIA's data sheet
 PEAK_TBPS = 4.8
 WIDTHS = (256, 1024, 2048)
+PRECISIONS = ("fp32", "tf32", "bf16")
 BATCHES = (256, 1024)
 DATASET = 8192  # random uint8 images on the GPU, the same for every contender
 NO_WIDE = "-no-wide"  # suffix of LiteNet's step without wide tiles (geometry.choose_wide), where it has some
@@ -235,6 +236,8 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=24,
                         help="steps per timed run (a multiple of both backends' steps per graph, 8 and 4)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--precisions", nargs="*", default=list(PRECISIONS), choices=PRECISIONS,
+                        help="LiteNet's precisions to time (fewer: quicker kernel variants)")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -248,19 +251,19 @@ def main(argv=None) -> None:
             params = init_params(model, train.seed)
             sched = schedule(rng, model, train, batch, 4 * args.steps)
             run = (model, train, params, images, labels, sched)
-            litenet = {p: attempt(bench_litenet, *run, p, args.steps, args.repeats) for p in ("fp32", "tf32", "bf16")}
+            litenet = {p: attempt(bench_litenet, *run, p, args.steps, args.repeats) for p in args.precisions}
             for p in ("fp32", "bf16"):  # what the wide tiles gain, in the same run
-                if litenet[p].get("wide") and not args.litenet_only:
+                if litenet.get(p, {}).get("wide") and not args.litenet_only:
                     litenet[p + NO_WIDE] = attempt(bench_litenet, *run, p, args.steps, args.repeats, False)
-            timed = [p for p in ("tf32", "bf16") if "ms" in litenet[p]]
+            timed = [p for p in ("tf32", "bf16") if "ms" in litenet.get(p, {})]
             fastest = min(timed, key=lambda p: litenet[p]["ms"]) if timed else "bf16"
-            for precision in ("fp32", fastest):
+            for precision in [p for p in ("fp32", fastest) if p in litenet]:
                 cell = {"model": name, "family": model.family, "width": model.width, "batch": batch,
                         "precision": precision, "litenet": litenet[precision],
                         "torch_graph": ({"error": "not run (--litenet-only)"} if args.litenet_only
                                         else attempt(bench_torch, *run, precision, args.steps, args.repeats)),
                         "floor": floor_ms(model, train, batch, precision)}
-                others = [p for p in ("tf32", "bf16") if p != precision] if precision != "fp32" else []
+                others = [p for p in ("tf32", "bf16") if p != precision and p in litenet] if precision != "fp32" else []
                 no_wide = ("fp32" if precision == "fp32" else "bf16") + NO_WIDE  # TF32 has no wide tiles: BF16's
                 others += [no_wide] if no_wide in litenet else []
                 if others:

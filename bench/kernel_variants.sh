@@ -5,8 +5,8 @@
 # e.g. `git archive REV kernels | tar -x -C PATH`: the kernels as they were at REV) — then the
 # Mixer's BF16 step timed whole (bench_mixer_gpu.py steps, CUDA graph); the first variant also
 # launch by launch (mixer_kernel_times.py; KERNEL_TIMES=0: not). MODEL=mlp times LiteNet's steps of
-# litenet-base's shape at WIDTHS (default 1024 2048) instead, fp32, TF32 and BF16 (bench_steps_gpu.py
-# --litenet-only). "base|-|" times the tree as it is. Results: DIR/NAME-*.
+# litenet-base's shape at WIDTHS (default 1024 2048) instead, in PRECISIONS (default fp32 tf32 bf16;
+# bench_steps_gpu.py --litenet-only). "base|-|" times the tree as it is. Results: DIR/NAME-*.
 #
 #   DIR=$OUT bench/kernel_variants.sh "base|-|" \
 #       "depth2|kernels/linear.cu,kernels/token_linear.cu|s/gemm_splitk<(TM|4), 1, P>/gemm_splitk<\1, 2, P>/"
@@ -15,6 +15,7 @@ DIR=${DIR:-/tmp/kernel-variants}
 BATCHES=${BATCHES:-256 1024}
 MODEL=${MODEL:-mixer}
 WIDTHS=${WIDTHS:-1024 2048}
+PRECISIONS=${PRECISIONS:-fp32 tf32 bf16}
 mkdir -p "$DIR"
 top=$(pwd)
 for spec in "$@"; do
@@ -29,7 +30,7 @@ for spec in "$@"; do
     fi
     if [ "$MODEL" = mlp ]; then
         (cd "$copy" && PYTHONPATH=. python3 bench/bench_steps_gpu.py --no-mixer --litenet-only --widths $WIDTHS \
-            --batches $BATCHES --steps 12 --repeats 3 --out "$DIR/$name-mlp.md" 2>&1 | grep "LiteNet" | sed "s/^/$name  /")
+            --precisions $PRECISIONS --batches $BATCHES --steps 12 --repeats 3 --out "$DIR/$name-mlp.md" 2>&1 | grep "LiteNet" | sed "s/^/$name  /")
         continue
     fi
     (cd "$copy" && export PYTHONPATH=. &&

@@ -9,10 +9,11 @@
 //         64 + 4·tx … +3: 128 multiply-adds per k against six 16-byte shared reads (the tall tile: 32
 //         against three), as cuBLAS's SIMT kernels (128 outputs a thread, 256 × 128 or 128 × 128
 //         tiles). k steps of 8 (two buffers of 16 KiB and 8 KiB), operands staged [k][i] as gemm.cuh's
-//         register path stages them; about 246 registers, so one block a multiprocessor. The 128 × 128
+//         register path stages them; about 220–248 registers, so one block a multiprocessor. The 128 × 128
 //         tile before it (8 × 8 a thread, two blocks a multiprocessor) left litenet-base's fp32 step
 //         at width 2048, batch 1024 at 6.44 ms against PyTorch's 5.75; this one, 5.80 on an H200
-//         (bench/results/gpu-mixer-2026-12-04.md, twelfth session).
+//         (bench/results/gpu-mixer-2026-12-04.md, twelfth session), 5.37 with the multiply-adds in
+//         serpentine order and one split-K arrival a tile (thirteenth session).
 //   BF16  gemm.cuh's tensor-core path stages fp32 operands and rounds each fragment as a warp reads
 //         it; its 64 × 64 tile gives a warp 32 × 16 outputs — per k16, 4 mma against 12 eight-byte
 //         shared reads and 12 conversions: shared memory, not the tensor cores, set its pace (about
@@ -43,8 +44,9 @@
 // an H200; one block a multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined).
 // Then each 128 × 64 part of the tile (4 in fp32's, 2 in BF16's), in gemm.cuh's tall SIMT layout
 // (thread t owns acc[i][j] = C[8·ty + i][4·tx + j]; the BF16 tile gets there through shared memory),
-// goes through splitk.cuh's tile_fixup as a tall tile of its own (slab LN_SLAB_OF(8), counters of
-// part parts·tile + q), so split-K and every epilogue are the tall tile's.
+// is stored as a tall tile's split-K partial (splitk.cuh's slabs, LN_SLAB_OF(8), of part parts·tile +
+// q), the block arrives once for the whole tile, and the last block sums each part's slabs and runs
+// the tall tile's epilogue on it.
 //
 // Rounding and order: fp32 sums in k order as the other fp32 tiles; BF16 multiplies the same values
 // as the 64-row path (each operand rounded to nearest even once, now by whoever made the copy) and
@@ -64,10 +66,10 @@
 #define LN_WIDE_ROW_I 136             // BF16: words per row of an i-contiguous one ([k/2][i])
 #define LN_WIDE_OPERAND (LN_WIDE * LN_WIDE_ROW_K)  // BF16: words per staged operand (≥ 16 · 136)
 // Blocks a multiprocessor each version is compiled for (__launch_bounds__), from ptxas (sm_90): fp32
-// needs about 246 registers (128 accumulators, two k's of 24 fragment values, 12 of the next step),
-// so one; BF16 needs about 210 (64 accumulators, 32 floats of the next step, 24 fragment words) and
-// spills hundreds of bytes at 128, so one; WideWgmma (sm_90a) has no fragment registers and fits 128
-// (at most 24 bytes spilled, in the GELU epilogue), so two.
+// needs 220–248 registers (128 accumulators, two k's of 24 fragment values — one of them the held
+// last k —, 12 of the next step), so one; BF16 needs about 210 (64 accumulators, 32 floats of the
+// next step, 24 fragment words) and spills hundreds of bytes at 128, so one; WideWgmma (sm_90a) has no
+// fragment registers and fits 128 (12–52 bytes spilled, in the split-K fixup and epilogues), so two.
 #define LN_WIDE_BLOCKS_FP32 1
 #ifdef LN_WGMMA
 #define LN_WIDE_BLOCKS_BF16 2  // WideWgmma: no fragment registers
@@ -110,13 +112,18 @@ struct WideFp32 {
     typedef Step<ROWS> StepA;
     typedef Step<LN_WIDE> StepB;
     float acc[16][8];  // rows 8·ty + i (i < 8), 128 + 8·ty + i − 8; columns 4·tx + j (j < 4), 64 + 4·tx + j − 4
+    float held_a[16], held_b[8];  // the last k of the step before, multiplied after the barrier (multiply)
 
     __device__ __forceinline__ static void staged() {}  // the multiply is synchronous: nothing to order
     __device__ __forceinline__ void settle() {}
+    __device__ __forceinline__ void finish() { multiply_held(); }
 
     __device__ __forceinline__ void zero() {
-        for (int i = 0; i < 16; ++i)
+        for (int i = 0; i < 16; ++i) {
+            held_a[i] = 0.f;
             for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+        }
+        for (int j = 0; j < 8; ++j) held_b[j] = 0.f;
     }
 
     // X(k, i) for k0 ≤ k < k0 + TK, i0 ≤ i < i0 + WIDTH (zeros past k_end and I) into thread t's
@@ -155,24 +162,54 @@ struct WideFp32 {
     __device__ __forceinline__ static void add_column_sums(float4& cs, const StepB& r) {
         for (int l = 0; l < FetchSlots<LN_WIDE, true, TK>::N; ++l) add4(cs, r.v[l]);
     }
+    // Step buf's k in order, its last one's fragments held: their multiply-adds open the next step,
+    // after the barrier, while that step's first shared reads are in flight (as CUTLASS's pipelined
+    // main loops read the next stage's first fragments before the last k's multiply-adds). Sums stay
+    // in k order. On an H200 level at width 1024 and 0.2–0.4 % faster at width 2048 (litenet-base's
+    // fp32 step, batch 1024), and kept: every later measurement of the thirteenth session had it.
     template <bool KA, bool KB>
     __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
-        const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+        multiply_held();
 #pragma unroll
-        for (int kk = 0; kk < TK; ++kk) {
-            const float* sa = s.fp32.a[buf][kk];
-            const float* sb = s.fp32.b[buf][kk];
-            const float4 a0 = ld4(sa + 8 * ty), a1 = ld4(sa + 8 * ty + 4);
-            const float4 a2 = ld4(sa + LN_WIDE + 8 * ty), a3 = ld4(sa + LN_WIDE + 8 * ty + 4);
-            const float4 b0 = ld4(sb + 4 * tx), b1 = ld4(sb + LN_TILE + 4 * tx);
-            const float a[16] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w,
-                                 a2.x, a2.y, a2.z, a2.w, a3.x, a3.y, a3.z, a3.w};
-            const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-            for (int i = 0; i < 16; ++i)
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc[i][j] += a[i] * b[j];
+        for (int kk = 0; kk < TK - 1; ++kk) {
+            float a[16], b[8];
+            read_fragments(s, buf, kk, a, b);
+            multiply_add(a, b);
         }
+        read_fragments(s, buf, TK - 1, held_a, held_b);
+    }
+    __device__ __forceinline__ void multiply_held() { multiply_add(held_a, held_b); }
+    // Thread t's 16 values of A and 8 of B at k row kk of buffer buf: six 16-byte shared reads.
+    __device__ __forceinline__ static void read_fragments(const WideSmem& s, int buf, int kk, float (&a)[16],
+                                                          float (&b)[8]) {
+        const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+        const float* sa = s.fp32.a[buf][kk];
+        const float* sb = s.fp32.b[buf][kk];
+        const float4 a0 = ld4(sa + 8 * ty), a1 = ld4(sa + 8 * ty + 4);
+        const float4 a2 = ld4(sa + LN_WIDE + 8 * ty), a3 = ld4(sa + LN_WIDE + 8 * ty + 4);
+        const float4 b0 = ld4(sb + 4 * tx), b1 = ld4(sb + LN_TILE + 4 * tx);
+        const float4 av[4] = {a0, a1, a2, a3}, bv[2] = {b0, b1};
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+            a[4 * v] = av[v].x, a[4 * v + 1] = av[v].y, a[4 * v + 2] = av[v].z, a[4 * v + 3] = av[v].w;
+        }
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+            b[4 * v] = bv[v].x, b[4 * v + 1] = bv[v].y, b[4 * v + 2] = bv[v].z, b[4 * v + 3] = bv[v].w;
+        }
+    }
+    // Odd rows walk the columns backwards (CUTLASS's serpentine order), so consecutive multiply-adds
+    // share an operand at every row's turn as well as within the row: width 2048 / batch 1024's fp32
+    // step 5.78 → 5.51 ms on an H200 (ncu had the row-by-row order stalled on dispatch at 9 % of
+    // samples; bench/results/gpu-mixer-2026-12-04.md, thirteenth session).
+    __device__ __forceinline__ void multiply_add(const float (&a)[16], const float (&b)[8]) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int jj = i % 2 ? 7 - j : j;
+                acc[i][jj] += a[i] * b[jj];
+            }
     }
     // Part q of the tile (rows 128·(q / 2) … +127, columns 64·(q % 2) … +63): thread t's out[i][j] =
     // C[128·(q / 2) + 8·ty + i][64·(q % 2) + 4·tx + j] (the tall layout).
@@ -324,6 +361,7 @@ struct WideBf16 : Bf16Operands {
 
     __device__ __forceinline__ static void staged() {}
     __device__ __forceinline__ void settle() {}
+    __device__ __forceinline__ void finish() {}
 
     __device__ __forceinline__ void zero() {
         for (int mi = 0; mi < 4; ++mi)
@@ -459,6 +497,7 @@ struct WideWgmma : Bf16Operands {
         wgmma_wait_all();
         wgmma_fence_operands(acc);
     }
+    __device__ __forceinline__ void finish() {}
 
     // Part h (columns 64·h … +63) into thread t's out[i][j] = C[8·ty + i][64·h + 4·tx + j], through shared
     // memory (as WideBf16). Every thread must call it; it starts with a barrier.
@@ -544,6 +583,7 @@ __device__ void wide_tile(T& tile, const MA& a, const MB& b, int M, int N, int k
             if (k0 + T::TK < k_end) step(k0 + T::TK, 1, a1, b1, a0, b0);
         }
     }
+    tile.finish();
 }
 
 // A product operand's view: gemm.cuh's Mat over fp32 (WideFp32), Mat16 over BF16 (the BF16 tiles).
@@ -574,7 +614,8 @@ struct WideCoords {
 // holding it (the tall tile's contract; thread t < 64's colsum is column at.n0 + t's when
 // `first_row_sums` and the part is in the first 128 rows: a bias gradient). With p = the parts a tile
 // (4 for fp32, 2 for BF16): scratch ≥ p · tiles · splits · LN_SLAB_OF(8) floats when splits > 1;
-// counters ≥ p · tiles · LN_TILE_COUNTERS zeroed (geometry.Gemm.fixup_tiles).
+// counters ≥ tiles · LN_TILE_COUNTERS zeroed (geometry.Gemm.fixup_tiles gives p times that);
+// splits ≤ LN_GROUP (geometry.SPLITS_MAX).
 template <class P, class MA, class MB, class Epilogue>
 __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int splits, float* scratch,
                           unsigned int* counters, bool first_row_sums, const Epilogue& epilogue) {
@@ -599,16 +640,36 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
         }
         __syncthreads();
     }
+    // Part q's column sums: thread t < 64's is column 64·(q % 2) + t's, in the first 128 rows.
+    auto part_colsums = [&](int q) { return colsums && q / 2 == 0 && threadIdx.x < LN_TILE; };
+    auto part_slabs = [&](int q) { return scratch + (size_t)(PARTS * wc.tile + q) * splits * LN_SLAB_OF(8); };
+    // K split: every part's partial is stored, then the block arrives once for the whole tile (one
+    // fence and one counter; the tall tile's fixup on each part took four), and the last of the tile's
+    // blocks sums each part's slabs in split order (tile_fixup's order, one level: splits ≤ LN_GROUP).
+    // Four arrivals spent about 5 % of a four-split product's time in the fence and 6 % in store throttling
+    // (ncu, width 1024 / batch 1024's fp32 ∂input on an H200; bench/results/gpu-mixer-2026-12-04.md,
+    // thirteenth session).
+    if (splits > 1) {
 #pragma unroll
-    for (int q = 0; q < PARTS; ++q) {  // unrolled: the fp32 tile's accumulators are indexed by q
-        float part[8][4];
-        tile.part(q, part, s);
-        const int h = q % 2, r = q / 2;  // columns 64·h, rows 128·r
-        const bool sums = colsums && r == 0;
-        float colsum = sums && threadIdx.x < LN_TILE ? s.colsums[LN_TILE * h + threadIdx.x] : 0.f;
-        const int index = PARTS * wc.tile + q;
-        if (tile_fixup<8>(part, sums, colsum, wc.split, splits, scratch + (size_t)index * splits * LN_SLAB_OF(8),
-                          tile_counters(counters, index)))
-            epilogue(TileAt<8>(wc.m0 + LN_WIDE * r, wc.n0 + LN_TILE * h), part, colsum);
+        for (int q = 0; q < PARTS; ++q) {  // unrolled: the fp32 tile's accumulators are indexed by q
+            float part[8][4];
+            tile.part(q, part, s);
+            const bool col = part_colsums(q);
+            store_slab<8>(part_slabs(q) + (size_t)wc.split * LN_SLAB_OF(8), part, col,
+                          col ? s.colsums[LN_TILE * (q % 2) + threadIdx.x] : 0.f);
+        }
+        if (!arrive_last(tile_counters(counters, wc.tile), splits)) return;
+    }
+#pragma unroll
+    for (int q = 0; q < PARTS; ++q) {
+        float part[8][4], colsum = 0.f;
+        const bool col = part_colsums(q);
+        if (splits > 1) {
+            sum_slabs<8>(part, colsum, col, part_slabs(q), 0, 1, splits);
+        } else {
+            tile.part(q, part, s);
+            colsum = col ? s.colsums[LN_TILE * (q % 2) + threadIdx.x] : 0.f;
+        }
+        epilogue(TileAt<8>(wc.m0 + LN_WIDE * (q / 2), wc.n0 + LN_TILE * (q % 2)), part, colsum);
     }
 }

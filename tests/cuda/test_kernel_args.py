@@ -9,6 +9,7 @@ import pytest
 
 from litenet.gpu.sources import Param, parse_signatures
 from litenet.gpu.splitk import SPLITS_LIMIT, TILE_COUNTERS
+from litenet.train.cuda.geometry import SPLITS_MAX
 from litenet.train.cuda.kernel_args import StatsRow, kernel_args
 
 ROW = StatsRow(np.zeros(2, np.int32), np.zeros((4, 8), np.float32), np.int32(8))
@@ -36,6 +37,7 @@ def test_split_k_constants_match_the_kernels():
     value = {name: int(v) for name, v in re.findall(r"#define (LN_GROUP|LN_MAX_GROUPS) (\d+)", text)}
     assert TILE_COUNTERS == 1 + value["LN_MAX_GROUPS"]
     assert SPLITS_LIMIT == value["LN_GROUP"] * value["LN_MAX_GROUPS"]
+    assert SPLITS_MAX <= value["LN_GROUP"]  # gemm_wide sums a tile's partials in one level
 
 
 def test_declarations_are_read_with_or_without_launch_bounds():

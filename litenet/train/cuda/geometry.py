@@ -65,7 +65,12 @@ WIDE = 128  # columns of a "wide" tile (kernels' _wide and _wide_bf16 versions, 
 # Its rows (gemm_wide.cuh LN_WIDE_ROWS_FP32, WideBf16 / WideWgmma): fp32's 256 × 128 tile gives each
 # thread 16 × 8 outputs, against cuBLAS's SIMT kernels at 128 (gemm_wide.cuh says why).
 WIDE_ROWS = {"fp32": 256, "bf16": 128}
-WIDE_MIN_WORK = 1 << 30  # multiply-adds (M·N·K) from which a product takes wide tiles
+# Multiply-adds (M·N·K) from which a product takes wide tiles. 2^29 since a split wide tile arrives once
+# (gemm_wide.cuh): on an H200 litenet-base's shape at width 1024 / batch 256 (products of 2^29 to 2^29.6)
+# then took 0.815–0.819 ms a fp32 step against 0.845–0.847 from 2^30, BF16 0.475–0.479 against
+# 0.519–0.521, and width 256 / batch 1024's BF16 step 0.323 against 0.343; the other rows level
+# (bench/results/gpu-mixer-2026-12-04.md, thirteenth session).
+WIDE_MIN_WORK = 1 << 29
 # Blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*), as choose_splits counts them. On
 # Hopper the BF16 tile (WideWgmma) holds 2, but the splits stay chosen for 1: at litenet-base's sizes
 # that fills one wave of two a multiprocessor (128 tiles split 2 ways: 256 blocks on an H200's 264).
@@ -97,7 +102,8 @@ class Gemm:
     wide (gemm_wide.cuh: fp32 256 × 128, BF16 128 × 128), and `splits` K ranges, multiplied in `precision`
     ("fp32" on the SIMT cores, "tf32" / "bf16" on the tensor cores: mma.cuh, 64-row or wide tiles;
     the kernel-name suffixes are schedule_ring.PRECISIONS, one map for both families). A wide tile's
-    split-K sums each 128 × 64 part apart, as a tall tile."""
+    split-K stores each 128 × 64 part as a tall tile's partial and arrives once for the whole tile.
+    Splits ≤ SPLITS_MAX (= splitk.cuh's LN_GROUP: the wide tiles sum their partials in one level)."""
 
     M: int
     N: int
@@ -153,7 +159,8 @@ class Gemm:
 
     @property
     def fixup_tiles(self) -> int:
-        """The tiles split-K sums apart (its counters): each 128 × 64 part of a wide tile."""
+        """The tiles split-K sums apart (scratch slabs, and counters: more than a wide tile's one arrival
+        needs): each 128 × 64 part of a wide tile."""
         return self.tiles * self.tile_rows * self.tile_cols // (TALL * TILE) if self.wide else self.tiles
 
     @property
