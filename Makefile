@@ -112,8 +112,8 @@ bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~10 min on an H200, needs torch) the
 	  --targets 0.78 0.80 0.82 --out bench/results/gpu-mixer-train-$$(date -u +%F).json
 
 .PHONY: compile-kernels
-compile-kernels:  ## compile every kernels/*.cu with nvcc for sm_75 and sm_90 (syntax check; NVRTC builds at run time)
-	@for f in kernels/*.cu; do echo "nvcc $$f"; nvcc -c -std=c++14 -gencode=arch=compute_75,code=sm_75 \
+compile-kernels:  ## compile every kernels/*.cu and kernels/reference/*.cu with nvcc for sm_75 and sm_90 (syntax check; NVRTC builds at run time)
+	@for f in kernels/*.cu kernels/reference/*.cu; do echo "nvcc $$f"; nvcc -c -std=c++14 -gencode=arch=compute_75,code=sm_75 \
 	  -gencode=arch=compute_90,code=sm_90 -o /dev/null $$f || exit 1; done
 
 # --- Data-parallel --- (litenet/train/parallel; docs/parallel.md)

@@ -105,9 +105,9 @@ def step_cost(model: ModelConfig, batch: int) -> tuple[float, float]:
 
 
 def bench_litenet(cupy, model, train, params, images, labels, sched, plan, steps_per_graph, steps, repeats):
-    from litenet.train.cuda.backend import CudaBackend
+    from litenet.train.gpu_backend import GpuBackend
 
-    backend = CudaBackend(model, train, params, plan=plan, steps_per_graph=steps_per_graph)
+    backend = GpuBackend(model, train, params, plan=plan, steps_per_graph=steps_per_graph)
     backend.load_dataset(images, labels)
     batches, lrs, flips = sched
     backend.train_steps(batches[:2 * steps], lrs[:2 * steps], flips[:2 * steps])  # warm-up, capture
@@ -156,9 +156,9 @@ def bench_torch(torch, model, train, params, images, labels, sched, graphed, ste
 def first_loss_agreement(torch, model, train, params, images, labels, sched) -> tuple[float, float]:
     """The loss of step 0 from LiteNet and from the PyTorch twin: checks the twin is the same model."""
     from gpu_torch_twin import TorchTwin
-    from litenet.train.cuda.backend import CudaBackend
+    from litenet.train.gpu_backend import GpuBackend
 
-    backend = CudaBackend(model, train, params)
+    backend = GpuBackend(model, train, params)
     backend.load_dataset(images, labels)
     backend.train_steps(*(a[:1] for a in sched))
     mine = float(backend.fetch_stats()["loss"][0])

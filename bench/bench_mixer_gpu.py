@@ -55,13 +55,13 @@ def contenders(names: list[str], model, train, params, images, labels):
     """name → an object with step(rows, lrs) (rows: the step's batch, flips, crops) and logits(images)."""
     import torch
 
-    from litenet.train.cuda.mixer_backend import MixerCudaBackend
+    from litenet.train.gpu_backend import GpuBackend
     from torch_mixer import TorchTrainer
 
     out = {}
     for name in names:
         if name.startswith("litenet"):
-            backend = MixerCudaBackend(model, override(train, litenet_settings(name)), params)
+            backend = GpuBackend(model, override(train, litenet_settings(name)), params)
             backend.load_dataset(images, labels)
             out[name] = backend
         else:

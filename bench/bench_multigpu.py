@@ -65,7 +65,7 @@ def bench_rank(rank: int, world: int, uid, preset: str, batch: int, time_steps: 
     """One rank: the 100 checked steps, the replica check, then the timed runs; rank 0 writes results."""
     import cupy
 
-    from litenet.train.cuda.backend import CudaBackend
+    from litenet.train.gpu_backend import GpuBackend
     from litenet.train.parallel.comm import agree
 
     cupy.cuda.Device(rank).use()
@@ -74,7 +74,7 @@ def bench_rank(rank: int, world: int, uid, preset: str, batch: int, time_steps: 
         from litenet.train.parallel.nccl import NcclComm
         comm = NcclComm(rank, world, uid, device=rank)
     model, train = settings(preset, batch)
-    cuda = CudaBackend(model, train, init_params(model, train.seed), comm=comm)
+    cuda = GpuBackend(model, train, init_params(model, train.seed), comm=comm)
     cuda.load_dataset(*synthetic_data())
     cuda.train_steps(*steps_of(train, CHECK_STEPS))
     cuda.fetch_stats()

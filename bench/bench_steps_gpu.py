@@ -114,13 +114,13 @@ def _litenet_ms(model, train, params, images, labels, sched, precision, steps, r
     train = override(train, {"precision": precision})
     batches, flips, crops, lrs = sched
     if model.family == "mixer":
-        from litenet.train.cuda.mixer_backend import MixerCudaBackend
-        backend = MixerCudaBackend(model, train, params)
+        from litenet.train.gpu_backend import GpuBackend
+        backend = GpuBackend(model, train, params)
         def extra(rows):
             return {"crops": crops[rows]}
     else:
-        from litenet.train.cuda.backend import CudaBackend
-        backend = CudaBackend(model, train, params, wide=wide)
+        from litenet.train.gpu_backend import GpuBackend
+        backend = GpuBackend(model, train, params, wide=wide)
 
         def extra(rows):
             return {}

@@ -50,10 +50,10 @@ def timed(cupy, stream, fn, per: int) -> float:
 
 def kernel_times(case: dict) -> dict:
     import cupy
-    from litenet.train.cuda.backend import CudaBackend
+    from litenet.train.gpu_backend import GpuBackend
 
     model, batch = PRESETS[case["preset"]], case["batch"]
-    backend = CudaBackend(model, TrainConfig(batch_size=batch), init_params(model, 0), plan=case["plan"],
+    backend = GpuBackend(model, TrainConfig(batch_size=batch), init_params(model, 0), plan=case["plan"],
                           embed=case["embed"], tall=case["tall"])
     rng = np.random.default_rng(0)
     backend.load_dataset(rng.integers(0, 256, (4096, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, 4096))

@@ -34,10 +34,10 @@ IMAGES = synthetic_data(8192)  # made once: every run trains on the same images
 
 
 def train(preset: str, batch: int, comm=None):
-    from litenet.train.cuda.backend import CudaBackend
+    from litenet.train.gpu_backend import GpuBackend
 
     model, train = settings(preset, batch)
-    cuda = CudaBackend(model, train, init_params(model, train.seed), comm=comm)
+    cuda = GpuBackend(model, train, init_params(model, train.seed), comm=comm)
     cuda.load_dataset(*IMAGES)
     cuda.train_steps(*steps_of(train, STEPS, 8192))
     return cuda, cuda.fetch_stats(), cuda.state()["params"]

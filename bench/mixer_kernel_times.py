@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_infer_gpu import launch_graph_ms
 
 from litenet.model import init_params, load_preset, override
-from litenet.train.cuda.mixer_backend import MixerCudaBackend
+from litenet.train.gpu_backend import GpuBackend
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
         train = override(preset.train, {"batch_size": batch, "precision": args.precision})
         rng = np.random.default_rng(0)
         images = rng.integers(0, 256, (4 * batch, 32, 32, 3), dtype=np.uint8)
-        be = MixerCudaBackend(preset.model, train, init_params(preset.model, 0), graph=False)
+        be = GpuBackend(preset.model, train, init_params(preset.model, 0), graph=False)
         be.load_dataset(images, rng.integers(0, 10, len(images)).astype(np.uint8))
         be.train_steps(np.arange(batch)[None], np.full(1, 1e-3))
         be.fetch_stats()

@@ -21,6 +21,11 @@ KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_n
                 "bf16_copy", "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8",
                 "token_linear", "patches", "mean_tokens", "adamw",
                 "patches_infer", "layernorm_int8", "token_linear_int8", "mean_tokens_int8")
+# The reference tier (kernels/reference/): one plain kernel per op kind, loss and optimiser.
+REFERENCE_FILES = tuple(f"reference/{name}" for name in (
+    "images", "pixel_rows", "patches", "linear", "token_linear", "gelu", "residual", "layernorm", "mean_tokens",
+    "losses", "optimizers"))
+KERNEL_FILES += REFERENCE_FILES
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 # `extern "C" __global__ void [__launch_bounds__(…)] NAME(params)`
@@ -38,6 +43,7 @@ class Param:
     name: str
     kind: str  # "pointer", "int" or "float"
     dtype: str = ""  # what a pointer points to (POINTEE), "" for scalars
+    const: bool = False  # a `const` pointer: the kernel only reads through it
 
 
 def source_path(name: str) -> Path:
@@ -76,7 +82,7 @@ def parse_signatures(text: str) -> dict[str, tuple[Param, ...]]:
             words = param.replace("*", " * ").split()
             if "*" in words:
                 base = " ".join(w for w in words[:words.index("*")] if w != "const")
-                parsed.append(Param(words[-1], "pointer", POINTEE[base]))
+                parsed.append(Param(words[-1], "pointer", POINTEE[base], "const" in words))
             else:
                 parsed.append(Param(words[-1], "float" if "float" in words else "int"))
         out[kernel] = tuple(parsed)

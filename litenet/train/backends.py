@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from litenet.errors import LiteNetError, UsageError
+from litenet.errors import LiteNetError
 
 # What fetch_stats returns, one row per step, all measured before the clip rule rescales anything.
 STAT_FIELDS = {
@@ -29,21 +29,8 @@ STAT_FIELDS = {
 # name → "module:Class"; imported only when chosen, so the NumPy path never needs CuPy.
 BACKENDS = {
     "numpy": "litenet.train.numpy_backend:NumpyBackend",
-    "cuda": "litenet.train.backends:cuda_backend",
+    "cuda": "litenet.train.gpu_backend:GpuBackend",
 }
-
-
-def cuda_backend(model, train, params, **options):
-    """The CUDA backend of the model's family: the MLP's (litenet/train/cuda/backend.py) or the Mixer's
-    (litenet/train/cuda/mixer_backend.py); both have the methods listed above."""
-    if model.family == "mixer":
-        from litenet.train.cuda.mixer_backend import MixerCudaBackend
-        return MixerCudaBackend(model, train, params, **options)
-    if set(train.augmentations) - {"flip"}:
-        raise UsageError(f"augment {train.augment}: the MLP family's CUDA kernels do flips only; "
-                         "use --augment flip or none, or --backend numpy")
-    from litenet.train.cuda.backend import CudaBackend
-    return CudaBackend(model, train, params, **options)
 
 
 def backend_class(name: str):

@@ -22,8 +22,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     parser.add_argument("--force", action="store_true", help="start over even if --out holds a run")
     parser.add_argument("--check-kernels", type=int, default=0, metavar="N",
-                        help="CUDA (MLP and Mixer): run the first N steps launch by launch, each kernel's "
-                             "output held to its NumPy twin; then train on as usual")
+                        help="CUDA: run the first N steps region by region, each fast region held to its "
+                             "reference kernels and each reference kernel to its NumPy twin; then train on as usual")
+    parser.add_argument("--kernels", default="fast", choices=["fast", "reference"],
+                        help="CUDA: the fast kernels where they cover the network and settings (default), or the "
+                             "reference kernels alone (one thread per output, the docs' first read)")
+    parser.add_argument("--print-launches", action="store_true",
+                        help="CUDA: print the step's launch list, op by op with its kernels, before training")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"], help="NumPy backend precision")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar, one line per epoch")
     ranks = parser.add_mutually_exclusive_group()
@@ -58,7 +63,8 @@ def options_from_args(args) -> RunOptions:
     return RunOptions(preset=args.preset, overrides=overrides, out=args.out, data=args.data, maps=args.maps,
                       allow_partial=args.allow_partial, limit=args.limit, test_limit=args.test_limit,
                       resume=args.resume, force=args.force, progress=not args.no_progress,
-                      check_kernels=args.check_kernels, dtype=args.dtype)
+                      check_kernels=args.check_kernels, kernels=args.kernels, print_launches=args.print_launches,
+                      dtype=args.dtype)
 
 
 def run(args) -> int:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
 from litenet.graph import residuals
 from litenet.model import AnyModel, TrainConfig, param_layout, param_views
 from litenet.train import augment, heap, network
-from litenet.train import reference as ref
+from litenet.train import optim
 from litenet.train.parallel.comm import local_columns, reduce_stats, reduces
 
 
@@ -31,8 +31,11 @@ class NumpyBackend:
 
     def __init__(self, model: AnyModel, train: TrainConfig, params: np.ndarray, dtype=np.float32, comm=None):
         if train.activations != "keep":
-            raise LiteNetError("activations = recompute is written for the Mixer's CUDA backend only; "
-                               "use activations = keep with --backend numpy")
+            raise UsageError("--activations recompute is a CUDA fast-tier rewrite; the NumPy backend keeps "
+                             "every activation: use --activations keep with --backend numpy")
+        if train.precision != "fp32":
+            raise UsageError(f"--precision {train.precision} runs CUDA products on tensor cores; the NumPy backend "
+                             "computes in --dtype (float32 or float64): use --precision fp32 with --backend numpy")
         heap.keep_freed_memory()  # a step's temporaries then reuse the last step's pages (heap.py)
         self.model, self.train = model, train
         # Data-parallel (docs/parallel.md): this rank trains on its columns of each step's batch and
@@ -94,15 +97,15 @@ class NumpyBackend:
         _, _, joins = network.backward(self.params, tape, dz, self.model, grads=self.grads)
         if self.comm is not None:  # the mean over the global batch, the same on every rank
             self.comm.allreduce_sum_(self.grads)
-            ref.grad_average(self.grads, self.comm.world_size)
+            optim.grad_average(self.grads, self.comm.world_size)
         grad_sq = [float(np.dot(g.ravel(), g.ravel())) for g in param_views(self.grads, self.model).values()]
-        norm, clipped = ref.grad_norm_clip(self.grads, t.clip_threshold, t.clip_norm)
+        norm, clipped = optim.grad_norm_clip(self.grads, t.clip_threshold, t.clip_norm)
         self.updates += 1
         if t.optimizer == "sgd":
-            ref.sgd_momentum_update(self.params, self.moments["velocity"], self.grads, lr, t.momentum, self.decay,
+            optim.sgd_momentum_update(self.params, self.moments["velocity"], self.grads, lr, t.momentum, self.decay,
                                     self._scratch)
         else:
-            ref.adamw_update(self.params, self.moments["m"], self.moments["v"], self.grads, self.updates, lr,
+            optim.adamw_update(self.params, self.moments["m"], self.moments["v"], self.grads, self.updates, lr,
                              t.beta1, t.beta2, t.adam_eps, self.decay)
         stats = {"loss": float(loss), "grad_norm": norm, "clipped": clipped, "grad_sq": grad_sq,
                  "path": [network.path_sums(j) for j in joins]}

@@ -41,6 +41,8 @@ class RunOptions:
     force: bool = False
     progress: bool = True
     check_kernels: int = 0
+    kernels: str = "fast"  # the CUDA backend's tier: "fast" rewrites, or the "reference" kernels alone
+    print_launches: bool = False  # print the CUDA step's launch list (op → kernel) before training
     dtype: str = "float32"
 
 
@@ -64,6 +66,10 @@ def backend_options(opts: RunOptions, backend: str) -> dict:
         if backend != "cuda":
             raise UsageError("--check-kernels compares CUDA kernels with NumPy; it needs --backend cuda")
         options["check_kernels"] = opts.check_kernels
+    if opts.kernels != "fast" or opts.print_launches:
+        if backend != "cuda":
+            raise UsageError("--kernels and --print-launches choose and show CUDA kernels; they need --backend cuda")
+        options.update(kernels=opts.kernels, print_launches=opts.print_launches)
     if opts.dtype != "float32":
         if backend != "numpy":
             raise UsageError("--dtype float64 is for the NumPy backend; add --backend numpy")

@@ -3,7 +3,7 @@
 A case per kernel draws fresh random inputs at the given shape, poisons the outputs with NaN (an
 unwritten value then fails), launches through the runner — the CPU emulator or CuPy on a GPU —
 recomputes the outputs with the twin in float64, and compares every output (forward values and
-every gradient) within the tolerances of litenet.train.cuda.check (computed from the number of
+every gradient) within the tolerances of litenet.train.check_kernels (computed from the number of
 rounded terms behind each value). Split-K counters must come back to zero.
 """
 
@@ -16,10 +16,10 @@ import numpy as np
 from litenet.gpu.splitk import TILE_COUNTERS
 from litenet.model import ModelConfig, param_layout, param_views
 from litenet import ops
-from litenet.train import reference as ref
-from litenet.train.cuda.check import TOLERANCES, compare
-from litenet.train.cuda.geometry import SLAB, TILE, Gemm, weight_grad_jobs
-from litenet.train.cuda.layout import StatsLayout, param_offsets
+import fused_twins as ref
+from litenet.train.check_kernels import TOLERANCES, compare
+from litenet.lowering.fast.geometry import SLAB, TILE, Gemm, weight_grad_jobs
+from litenet.lowering.stats import StatsLayout, param_offsets
 
 i32, f32 = np.int32, np.float32
 

@@ -1,7 +1,7 @@
 """The Mixer's kernels in the one compare helper (harness.compare_kernel): a case each, registered
 into harness.CASES when this module is imported. A case draws the inputs and launches; the twin is
-the kernel's entry in litenet.train.cuda.mixer_twins, the table check_kernels uses too (litenet.ops
-and the training twins of litenet.train.reference and litenet.train.augment, in float64)."""
+the kernel's entry in mixer_twins.py (litenet.ops, litenet.train.optim and litenet.train.augment, in
+float64)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from litenet import ops
 from litenet.gpu import sources
 from litenet.model import MixerConfig, TrainConfig, param_count, param_layout
 from litenet.train import augment, schedule
-from litenet.train.cuda.kernel_args import kernel_args
-from litenet.train.cuda.mixer_twins import MIXER_TWINS
+from litenet.lowering.program import Call
+from mixer_twins import MIXER_TWINS
 from litenet.train.numpy_backend import decay_mask
 
 i32, f32 = np.int32, np.float32
@@ -34,7 +34,7 @@ def _by_twin(runner, kernel, grid, **named):
     for name in twin.reads:
         host = runner.get(named[name])
         a[name] = host.astype(np.float64) if host.dtype.kind == "f" else host
-    runner.launch(kernel, grid, kernel_args(kernel, **named))
+    runner.launch(kernel, grid, Call(kernel, grid, named).ordered_args())
     outs = twin.outputs(a)
     got = {k: named[k][o.at] if o.at else named[k] for k, o in outs.items()}
     return got, {k: o.want for k, o in outs.items()}, {k: o.terms for k, o in outs.items()}, named.get("counters")

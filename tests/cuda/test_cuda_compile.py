@@ -27,7 +27,7 @@ def test_kernel_file_compiles(name, tmp_path):
 @pytest.mark.parametrize("name", sources.KERNEL_FILES)
 def test_inlined_source_compiles_to_ptx(name, tmp_path):
     """What NVRTC receives: one self-contained source, every kernel declared extern "C"."""
-    src = tmp_path / f"{name}.cu"
+    src = tmp_path / f"{name.replace('/', '-')}.cu"
     src.write_text(sources.read_source(name))
     run = subprocess.run([nvcc, "--ptx", "-arch=sm_75", "-std=c++14", "-o", str(tmp_path / "k.ptx"), str(src)],
                          capture_output=True, text=True)
@@ -42,7 +42,7 @@ def test_hopper_target_compiles_wide_bf16_to_wgmma(name, tmp_path):
     """The files with wide BF16 tiles as litenet/gpu/device.py builds them on an sm_90 GPU (sm_90a): the
     tile takes wgmma.cuh's warpgroup product, with no warning from ptxas (such as wgmma serialised
     because the compiler touched the accumulators while one was in flight)."""
-    src = tmp_path / f"{name}.cu"
+    src = tmp_path / f"{name.replace('/', '-')}.cu"
     src.write_text(sources.read_source(name))
     target = "-gencode=arch=compute_90a,code=sm_90a"
     run = subprocess.run([nvcc, "-c", target, "-std=c++14", "-Werror", "all-warnings", "-o", str(tmp_path / "k.o"),

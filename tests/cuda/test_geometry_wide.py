@@ -9,7 +9,8 @@ import pytest
 from litenet.errors import UsageError
 from litenet.gpu.splitk import TILE_COUNTERS
 from litenet.model import load_preset
-from litenet.train.cuda.geometry import Gemm, Geometry, choose_splits_by_waves, slab
+from litenet.lowering.fast.geometry import Gemm, Geometry, choose_splits_by_waves, slab
+from litenet.lowering.fast.products import VERSIONS
 
 H200_SMS = 132
 BASE = load_preset("litenet-base").model
@@ -25,7 +26,7 @@ def test_large_products_take_wide_tiles_and_the_head_does_not(precision, suffix)
     g = geometry(1024, 1024, precision)
     wide = {name for name, gm in g.gemms.items() if gm.wide}
     assert wide == set(g.gemms) - {"head_forward", "head_backward_weight", "head_backward_input"}
-    assert g.gemms["fc1_forward"].kernel("linear_gelu_forward") == "linear_gelu_forward" + suffix
+    assert VERSIONS["linear_gelu_forward"][g.gemms["fc1_forward"].version] == "linear_gelu_forward" + suffix
     for gm in g.gemms.values():  # the arena's scratch and counters hold every product's split-K
         assert g.scratch >= gm.scratch and g.counters >= gm.fixup_tiles * TILE_COUNTERS
 

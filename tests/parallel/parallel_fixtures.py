@@ -61,10 +61,10 @@ TRAIN = TrainConfig(batch_size=24, lr_base=0.05, clip_threshold=1.0, loss="cross
 
 
 def images(n: int = 96, classes: int = 10, seed: int = 0):
-    """The CUDA tests' learnable images (backend_helpers.data), labels uint8 as the data set stores them."""
-    from backend_helpers import data  # tests/cuda, on the path by conftest.py
+    """Learnable images (tests/golden/record.learnable_images), labels uint8 as the data set stores them."""
+    from tests.golden.record import learnable_images
 
-    pixels, labels = data(n, classes, seed)
+    pixels, labels = learnable_images(n, classes, seed)
     return pixels, labels.astype(np.uint8)
 
 

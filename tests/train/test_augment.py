@@ -106,16 +106,6 @@ def test_cutmix_needs_the_cross_entropy_loss():
         TrainConfig(augment="cutmix", loss="margin")
 
 
-@pytest.mark.parametrize("augment_setting", ["crop", "flip+cutout"])
-def test_the_mlps_cuda_backend_refuses_what_it_cannot_augment_in_one_line(augment_setting):
-    from litenet.errors import UsageError
-    from litenet.model import ModelConfig
-    from litenet.train.backends import cuda_backend
-
-    with pytest.raises(UsageError, match="the MLP family's CUDA kernels do flips only"):
-        cuda_backend(ModelConfig(), TrainConfig(augment=augment_setting), params=None)
-
-
 def _no_partners(shape=(2, 3, 5)):
     mixes = np.zeros(shape, np.int64)
     mixes[..., 0] = -1

@@ -2,7 +2,7 @@
 float32 tolerances for the weights and the per-step statistics after T steps, and the comparison.
 
 Both runs compute the same mean gradient; they differ only in rounding (N partial means summed
-and scaled by 1/N, against one mean over B). A forward-error model with litenet.train.cuda.check's
+and scaled by 1/N, against one mean over B). A forward-error model with litenet.train.check_kernels's
 constants (u = 2⁻²⁴, safety 16, √n growth for n rounded terms):
 
   weights     |Δw| ≤ 16·u·(√T·max|w_T| + √(chain·T)·max|w_T − w_0|), the maxima per tensor
@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from litenet.model import ModelConfig, param_layout
-from litenet.train.cuda.check import FLOAT32, Tolerance
+from litenet.train.check_kernels import FLOAT32, Tolerance
 
 
 def chain_terms(model: ModelConfig, batch: int) -> int:

@@ -44,9 +44,10 @@ def build(name: str, defines: tuple[str, ...] = ()) -> Path:
     text = f'#include "emu.h"\n{macros}#include "{source}"\n{launchers}\n'
     digest = hashlib.sha256((text + header + sources.read_source(name)).encode()).hexdigest()[:16]
     BUILD.mkdir(parents=True, exist_ok=True)
-    lib = BUILD / f"{name}-{digest}.so"
+    stem = name.replace("/", "-")  # reference/linear → reference-linear
+    lib = BUILD / f"{stem}-{digest}.so"
     if not lib.exists():
-        cpp = BUILD / f"{name}-{digest}.cpp"
+        cpp = BUILD / f"{stem}-{digest}.cpp"
         cpp.write_text(text)
         cmd = ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-w", f"-I{HERE}", f"-I{source.parent}",
                "-o", str(lib) + ".tmp", str(cpp)]

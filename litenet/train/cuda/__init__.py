@@ -1,1 +1,0 @@
-"""The CUDA training backend: LiteNet's hand-written kernels (`kernels/*.cu`) launched through CuPy."""

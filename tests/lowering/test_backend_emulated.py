@@ -1,0 +1,151 @@
+"""The CUDA backend (the op-list lowering) on the CPU emulator: the fast tier's regions held to their
+reference calls by --check-kernels, its steps against float64 NumPy, training tracking the NumPy backend,
+graph replay, the statistics ring, logits, state, reports and the user's mistakes."""
+
+import numpy as np
+import pytest
+from networks import ADAMW, BASE_LIKE, MIXED, MIXER, SEED_LIKE, SGD
+from training import assert_losses_match, data, run_pair, steps
+
+from litenet.errors import LiteNetError, UsageError
+from litenet.train.check_kernels import KernelMismatch
+from litenet.model import TrainConfig, init_params, param_views
+from litenet.train.gpu_backend import GpuBackend
+
+CE = TrainConfig(batch_size=12, loss="cross-entropy", augment="flip")
+FAST = {  # name → (model, train, GpuBackend options)
+    "mlp-fused-rows": (SEED_LIKE, SGD, dict(plan="fused", embed="rows")),
+    "mlp-fused-tiles": (SEED_LIKE, SGD, dict(plan="fused", embed="tiles")),
+    "mlp-ops-rows": (SEED_LIKE, SGD, dict(plan="ops", embed="rows")),
+    "mlp-ops-tiles": (BASE_LIKE, CE, dict(plan="ops", embed="tiles")),
+    "mlp-tall": (BASE_LIKE, CE, dict(plan="ops", tall=True)),
+    "mlp-wide": (BASE_LIKE, CE, dict(plan="ops", wide=True)),
+    "mlp-wide-bf16": (BASE_LIKE, TrainConfig(batch_size=12, loss="cross-entropy", precision="bf16"), dict(wide=True)),
+    "mlp-tf32": (BASE_LIKE, TrainConfig(batch_size=12, precision="tf32"), {}),
+    "mlp-adamw": (BASE_LIKE, TrainConfig(batch_size=12, optimizer="adamw", loss="cross-entropy", label_smoothing=0.1,
+                                         decay="weights", lr_base=0.001), {}),
+    "mixer": (MIXER, ADAMW, {}),
+    "mixer-bf16-cutmix": (MIXER, TrainConfig(batch_size=8, loss="cross-entropy", optimizer="adamw", precision="bf16",
+                                             augment="crop+flip+cutmix", label_smoothing=0.1), {}),
+    "mixer-recompute": (MIXER, TrainConfig(batch_size=8, loss="cross-entropy", optimizer="adamw",
+                                           activations="recompute"), {}),
+    "mixed": (MIXED, ADAMW, {}),
+}
+
+
+@pytest.mark.parametrize("case", FAST)
+def test_fast_regions_match_their_reference_calls(emu, case):
+    """Two steps region by region: each fast region against its reference calls, each of those against
+    its NumPy twin (a mismatch raises KernelMismatch)."""
+    model, train, options = FAST[case]
+    _, _, gpu, _ = run_pair(model, train, emu(), count=2, check_kernels=2, **options)
+    fast = {r.rewrite for r in gpu.program.regions if r.rewrite}
+    assert fast and all(any(key.startswith(f"{name}: ") for key in gpu.check_report) for name in fast)
+    assert max(gpu.check_report.values()) <= 1.0
+
+
+@pytest.mark.parametrize("case", ["mlp-fused-rows", "mlp-ops-tiles", "mlp-tall", "mlp-wide"])
+def test_one_fast_step_equals_float64_numpy(emu, case):
+    """The gradient of one step (the velocity after it, v = g + wd·w) against float64 NumPy."""
+    model, train, options = FAST[case]
+    _, _, gpu, ref = run_pair(model, train, emu(), count=1, **options)
+    got, want = param_views(gpu.state()["velocity"], model), param_views(ref.state()["velocity"], model)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-4, atol=2e-5 * np.abs(want[name]).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("case", ["mlp-fused-rows", "mlp-ops-tiles", "mlp-adamw", "mixer", "mixed"])
+def test_fast_training_tracks_the_numpy_backend(emu, case):
+    model, train, options = FAST[case]
+    a, b, _, _ = run_pair(model, train, emu(), count=8, numpy_dtype=np.float32, **options)
+    assert_losses_match(a, b, rtol=2e-4)
+
+
+def test_recompute_changes_no_bit(emu):
+    """activations = recompute re-runs each block's forward launches on the same inputs: the same bits."""
+    model, train, _ = FAST["mixer-recompute"]
+    a, _, kept, _ = run_pair(model, TrainConfig(**{**train.__dict__, "activations": "keep"}), emu(), count=4)
+    b, _, again, _ = run_pair(model, train, emu(), count=4)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert np.array_equal(kept.state()["params"], again.state()["params"])
+    assert any(r.phase == "recompute" for r in again.program.regions)
+    assert again.arena.size < kept.arena.size
+
+
+@pytest.mark.parametrize("case", ["mlp-fused-rows", "mixer"])
+def test_graph_replay_equals_eager_launches(emu, case):
+    model, train, options = FAST[case]
+    a, _, replayed, _ = run_pair(model, train, emu(), count=7, steps_per_graph=3, **options)
+    b, _, eager, _ = run_pair(model, train, emu(), count=7, graph=False, **options)
+    assert np.array_equal(replayed.state()["params"], eager.state()["params"])
+    assert np.array_equal(a["loss"], b["loss"])
+
+
+def test_statistics_ring_wraps_and_steps_continue(emu):
+    images, labels = data(48, SEED_LIKE.classes)
+    gpu = GpuBackend(SEED_LIKE, SGD, init_params(SEED_LIKE, 0), device=emu(), capacity=2)
+    gpu.load_dataset(images, labels)
+    batches, lrs, draws = steps(SGD, 48, 4)
+    gpu.train_steps(batches, lrs, **draws)
+    a = gpu.fetch_stats()
+    assert a["loss"].shape == (4,) and a["path"].shape == (4, 2, 3) and a["grad_sq"].shape == (4, 15)
+    assert gpu.fetch_stats()["loss"].shape == (0,)
+
+
+@pytest.mark.parametrize("kernel, model, tensor", [("residual_join", SEED_LIKE, "∂embed"),
+                                                   ("layernorm_backward_join", MIXER, "∂embed"),
+                                                   ("fused_rows", SEED_LIKE, "fused.DS")])
+def test_check_kernels_names_the_wrong_kernel(emu, kernel, model, tensor):
+    class Faulty(emu):  # corrupts one value of one output right after the kernel runs
+        def launch(self, launch):
+            super().launch(launch)
+            if launch.kernel == kernel:
+                self.target.reshape(-1)[3] += 0.5
+
+    train = ADAMW if model is MIXER else SGD
+    options = {"plan": "fused" if kernel == "fused_rows" else "ops"} if model is SEED_LIKE else {}
+    images, labels = data(48, model.classes)
+    gpu = GpuBackend(model, train, init_params(model, 0), device=Faulty(), check_kernels=1, **options)
+    gpu.dev.target = gpu.v[tensor]
+    gpu.load_dataset(images, labels)
+    with pytest.raises(KernelMismatch, match=r"^check-kernels, step 0, region .* fast region"):
+        gpu.train_steps(*steps(train, 48, 1)[:2], **steps(train, 48, 1)[2])
+
+
+def test_logits_state_and_reports(emu):
+    _, _, gpu, ref = run_pair(BASE_LIKE, CE, emu(), count=1)
+    images, _ = data(30, BASE_LIKE.classes, seed=5)
+    np.testing.assert_allclose(gpu.logits(images), ref.logits(images), rtol=1e-4, atol=1e-5)
+    state = {"params": ref.params * 0.5, "velocity": ref.params * 0.1, "updates": np.array([7])}
+    gpu.load_state(state)
+    np.testing.assert_array_equal(gpu.state()["params"], state["params"].astype(np.float32))
+    assert gpu.state()["updates"][0] == 7
+    report = gpu.memory_report()
+    assert report["arena_bytes"] > 0 and "| params |" in report["buffers"]
+
+
+def test_print_launches_names_op_and_kernel(emu, capsys):
+    GpuBackend(MIXER, ADAMW, init_params(MIXER, 0), device=emu(), print_launches=True)
+    text = capsys.readouterr().err
+    assert "blocks.0.token_fc1 + blocks.0.token_gelu  [forward, fast: product + GELU epilogue]" in text
+    assert "token_linear_gelu_forward<<<" in text and "adamw_update<<<" in text
+
+
+def test_user_mistakes_are_one_line_errors(emu):
+    images, labels = data(48, SEED_LIKE.classes)
+    gpu = GpuBackend(SEED_LIKE, SGD, init_params(SEED_LIKE, 0), device=emu())
+    with pytest.raises(LiteNetError, match="load_dataset"):
+        gpu.train_steps(*steps(SGD, 48, 1)[:2])
+    with pytest.raises(LiteNetError, match="uint8"):
+        gpu.load_dataset(images.astype(np.float32), labels)
+    gpu.load_dataset(images, labels)
+    with pytest.raises(LiteNetError, match="shape"):
+        gpu.train_steps(np.zeros((2, 5), int), np.ones(2))
+    with pytest.raises(LiteNetError, match="outside"):
+        gpu.train_steps(np.full((1, 12), 48), np.ones(1))
+    with pytest.raises(LiteNetError, match="parameters"):
+        GpuBackend(SEED_LIKE, SGD, np.zeros(3), device=emu())
+    with pytest.raises(UsageError, match="--kernels fast"):
+        GpuBackend(SEED_LIKE, TrainConfig(precision="bf16"), init_params(SEED_LIKE, 0), device=emu(), kernels="reference")
+    with pytest.raises(UsageError, match="activations keep"):
+        GpuBackend(SEED_LIKE, TrainConfig(activations="recompute"), init_params(SEED_LIKE, 0), device=emu())
