@@ -137,7 +137,7 @@ def _litenet_ms(model, train, params, images, labels, sched, precision, steps, r
         cursor[0] += steps
     ms = median_ms(run, steps, repeats, cupy_timer(cupy, backend.dev.stream), before=backend.fetch_stats)
     out = {"ms": ms, "arena_bytes": backend.memory_report()["arena_bytes"], "warmup_last_loss": float(loss[-1])}
-    if hasattr(backend, "plan"):
+    if backend.geometry is not None:  # the MLP's tile geometry (the Mixer's products split by one rule)
         out["plan"] = backend.plan
         out["wide"] = [k for k, v in backend.geometry.gemms.items() if v.wide]
     return out
