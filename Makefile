@@ -62,12 +62,16 @@ train: $(call extras,train $(CUDA_EXTRA)) data  ## train PRESET into OUT=runs/PR
 	  exit 1; fi
 	$(VENV)/bin/litenet train --preset $(PRESET) $(epochs_flag) --backend $(BACKEND) --out $(OUT) $(data_flag) $(limit_flag) $(run_flags)
 
+# Benchmarks write their fresh output here (its files untracked); bench/results/README.md says how a
+# figure becomes current: into its topic's page, the output into that page's raw archive.
+NEW_RESULTS := bench/results/new
+
 TORCH_VERSION ?= 2.13.0
 .PHONY: bench
 bench: $(call extras,train) data  ## NumPy backend epoch/step time (MLPs and Mixers) against the same model in PyTorch on this CPU (installs torch)
 	$(PY) -m pip install -q "torch==$(TORCH_VERSION)"
-	$(PY) bench/bench_cpu.py --threads $$(nproc) --repeats 3 --out bench/results/cpu-$$(date -u +%F).md $(data_flag)
-	$(PY) bench/bench_cpu_mixer.py --threads $$(nproc) --out bench/results/cpu-mixer-$$(date -u +%F).md $(data_flag)
+	$(PY) bench/bench_cpu.py --threads $$(nproc) --repeats 3 --out $(NEW_RESULTS)/cpu.md $(data_flag)
+	$(PY) bench/bench_cpu_mixer.py --threads $$(nproc) --out $(NEW_RESULTS)/cpu-mixer.md $(data_flag)
 
 .PHONY: gradcheck
 gradcheck: $(call extras,train)  ## finite-difference check of every gradient, for every preset
@@ -83,12 +87,12 @@ export-int8: $(call extras,train export) data  ## write ONNX fp32 + int8 QDQ, sc
 	$(VENV)/bin/litenet export --weights $(OUT) --int8 --calib $(CALIB) --method $(METHOD) $(data_flag)
 
 .PHONY: export-report
-export-report: $(call extras,train export) data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/export-PRESET.md
-	$(PY) bench/export_report.py --weights $(OUT) --calib $(CALIB) --out bench/results/export-$(PRESET).md $(data_flag)
+export-report: $(call extras,train export) data  ## measure OUT's export figures (accuracy, ORT peer, latency) into bench/results/new/export-PRESET.md
+	$(PY) bench/export_report.py --weights $(OUT) --calib $(CALIB) --out $(NEW_RESULTS)/export-$(PRESET).md $(data_flag)
 
 .PHONY: export-ablation
-export-ablation: $(call extras,train export) data  ## score int8 variants (rounding, bias correction) of OUT against fp32 off the test set into bench/results/
-	$(PY) bench/export_ablation.py --weights $(OUT) --calib $(CALIB) --out bench/results/export-ablation-$(PRESET).md $(data_flag)
+export-ablation: $(call extras,train export) data  ## score int8 variants (rounding, bias correction) of OUT against fp32 off the test set into bench/results/new/
+	$(PY) bench/export_ablation.py --weights $(OUT) --calib $(CALIB) --out $(NEW_RESULTS)/export-ablation-$(PRESET).md $(data_flag)
 
 # --- CUDA --- (litenet/train/cuda, kernels/*.cu; docs/cuda.md)
 GPU_VENV_DEPS := $(call extras,dev $(CUDA_EXTRA))
@@ -98,18 +102,18 @@ test-gpu: $(GPU_VENV_DEPS)  ## run every GPU test (pytest -m gpu): each kernel v
 	$(PY) -m pytest -q -m gpu tests
 
 .PHONY: bench-gpu
-bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CUDA graph (needs torch) into bench/results/
-	$(PY) bench/bench_gpu.py --out bench/results/gpu-$$(date -u +%F).md
+bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CUDA graph (needs torch) into bench/results/new/
+	$(PY) bench/bench_gpu.py --out $(NEW_RESULTS)/gpu.md
 
 .PHONY: bench-steps-gpu
-bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min, needs torch) one table: Mixer and litenet-base shape (widths 256/1024/2048) per-step ms, fp32 and TF32/BF16, vs PyTorch CUDA graphs, with FLOP/byte floors, into bench/results/
-	$(PY) bench/bench_steps_gpu.py --out bench/results/gpu-steps-$$(date -u +%F).md
+bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min, needs torch) one table: Mixer and litenet-base shape (widths 256/1024/2048) per-step ms, fp32 and TF32/BF16, vs PyTorch CUDA graphs, with FLOP/byte floors, into bench/results/new/
+	$(PY) bench/bench_steps_gpu.py --out $(NEW_RESULTS)/gpu-steps.md
 
 .PHONY: bench-mixer-gpu
-bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~10 min on an H200, needs torch) the Mixer's CUDA step, and time to 82 % on litenet-mixer-cutmix's recipe, vs PyTorch eager and torch.compile, JSON into bench/results/
-	$(PY) bench/bench_mixer_gpu.py steps --out bench/results/gpu-mixer-steps-$$(date -u +%F).json
+bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~10 min on an H200, needs torch) the Mixer's CUDA step, and time to 82 % on litenet-mixer-cutmix's recipe, vs PyTorch eager and torch.compile, JSON into bench/results/new/
+	$(PY) bench/bench_mixer_gpu.py steps --out $(NEW_RESULTS)/gpu-mixer-steps.json
 	$(PY) bench/bench_mixer_gpu.py train $(data_flag) --preset litenet-mixer-cutmix --epochs 100 --stop-at 0.82 \
-	  --targets 0.78 0.80 0.82 --out bench/results/gpu-mixer-train-$$(date -u +%F).json
+	  --targets 0.78 0.80 0.82 --out $(NEW_RESULTS)/gpu-mixer-train.json
 
 .PHONY: compile-kernels
 compile-kernels:  ## compile every kernels/*.cu and kernels/reference/*.cu with nvcc for sm_75 and sm_90 (syntax check; NVRTC builds at run time)
@@ -122,8 +126,8 @@ gpu-parallel-check: $(GPU_VENV_DEPS)  ## (1 GPU, ~30 s) 100 steps plain vs as th
 	$(PY) bench/gpu_parallel_check.py
 
 .PHONY: bench-multigpu
-bench-multigpu: $(GPU_VENV_DEPS)  ## (≥ 2 GPUs) N GPUs vs 1 at the same global batch: weights after 100 steps, images/s, scaling efficiency into bench/results/
-	$(PY) bench/bench_multigpu.py --out bench/results/multigpu-$$(date -u +%F).md
+bench-multigpu: $(GPU_VENV_DEPS)  ## (≥ 2 GPUs) N GPUs vs 1 at the same global batch: weights after 100 steps, images/s, scaling efficiency into bench/results/new/
+	$(PY) bench/bench_multigpu.py --out $(NEW_RESULTS)/multigpu.md
 
 # --- Insight --- (litenet/insight; docs/insight.md)
 INSIGHT_MODEL ?= models/litenet-base
@@ -163,8 +167,8 @@ ship-model:  ## train litenet-base (make train) and export it (make export-int8)
 	$(PY) scripts/ship_model.py $(SHIP_WORK) $(SHIP_OUT)
 
 .PHONY: bench-infer-cpu
-bench-infer-cpu: $(call extras,train export) data  ## time ONNX Runtime fp32/int8 (ours, quantize_static) vs PyTorch eager (needs torch) and litenet-infer's start-up into bench/results/
-	nice -n 10 $(PY) bench/bench_infer_cpu.py --model models/$(SHIP_PRESET) --out bench/results/infer-cpu-$$(date -u +%F).md
+bench-infer-cpu: $(call extras,train export) data  ## time ONNX Runtime fp32/int8 (ours, quantize_static) vs PyTorch eager (needs torch) and litenet-infer's start-up into bench/results/new/
+	nice -n 10 $(PY) bench/bench_infer_cpu.py --model models/$(SHIP_PRESET) --out $(NEW_RESULTS)/infer-cpu.md
 
 .PHONY: arm-check
 arm-check: $(call extras,train) data  ## (root; 4 min, 20 the first time) the Raspberry Pi path under qemu: arm64 Debian, runtime wheel from PyPI, Pi 4 + Pi 5 vs x86-64
@@ -178,9 +182,9 @@ test-infer-gpu: $(GPU_VENV_DEPS)  ## run the CUDA inference GPU tests (pytest -m
 	$(PY) -m pytest -q -m gpu tests/runtime_cuda
 
 .PHONY: bench-infer
-bench-infer: $(GPU_VENV_DEPS)  ## time LiteNet CUDA inference fp32/int8 vs PyTorch eager (batch-1 latency, batch-4096 throughput; needs torch) into bench/results/
-	$(PY) bench/bench_infer_gpu.py --models $(INFER_MODELS) --out bench/results/infer-gpu-$$(date -u +%F).md
+bench-infer: $(GPU_VENV_DEPS)  ## time LiteNet CUDA inference fp32/int8 vs PyTorch eager (batch-1 latency, batch-4096 throughput; needs torch) into bench/results/new/
+	$(PY) bench/bench_infer_gpu.py --models $(INFER_MODELS) --out $(NEW_RESULTS)/infer-gpu.md
 
 .PHONY: bench-infer-mixer
-bench-infer-mixer: $(GPU_VENV_DEPS)  ## (~2 min, needs torch) the Mixer's CUDA inference: int8 vs fp32 batch-4096 throughput, batch-1 latency vs PyTorch eager, into bench/results/
-	$(PY) bench/bench_infer_mixer_gpu.py --out bench/results/infer-mixer-gpu-$$(date -u +%F).md
+bench-infer-mixer: $(GPU_VENV_DEPS)  ## (~2 min, needs torch) the Mixer's CUDA inference: int8 vs fp32 batch-4096 throughput, batch-1 latency vs PyTorch eager, into bench/results/new/
+	$(PY) bench/bench_infer_mixer_gpu.py --out $(NEW_RESULTS)/infer-mixer-gpu.md

@@ -4,7 +4,7 @@ Both train from the same initial weights on the same batches (same order, same l
 number of threads; the first steps' losses are compared to show it is the same computation. The
 two are timed alternately, a full epoch each, and the median of the repeats is reported.
 
-    python bench/bench_cpu.py --threads 2 --repeats 3 --out bench/results/cpu-<date>.md
+    python bench/bench_cpu.py --threads 2 --repeats 3 --out bench/results/new/cpu.md
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ on biases nor LayerNorm's γ, β), cross-entropy with the preset's label smoothi
    also takes its per-step statistics, as it does in training); making the batch is not timed.
    The figure is the median of the per-step times; the ratio is NumPy / PyTorch.
 
-    python bench/bench_cpu_mixer.py --threads 2 --out bench/results/cpu-mixer-<date>.md
+    python bench/bench_cpu_mixer.py --threads 2 --out bench/results/new/cpu-mixer.md
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ backend `predict`, which includes the x / 255 scaling; PyTorch's twin does the s
 batch 1 and 256, with the same intra-op thread count. Rounds are interleaved so background load on
 a shared machine falls on all models alike; the figure is the median of all timed calls.
 
-    python bench/bench_infer_cpu.py --model models/litenet-base --out bench/results/infer-cpu-<date>.md
+    python bench/bench_infer_cpu.py --model models/litenet-base --out bench/results/new/infer-cpu.md
 """
 
 from __future__ import annotations

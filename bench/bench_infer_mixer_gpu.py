@@ -1,6 +1,6 @@
 """LiteNet's CUDA inference of a Mixer, fp32 and int8, against the same model in PyTorch eager on the same GPU.
 
-    python bench/bench_infer_mixer_gpu.py --out bench/results/infer-mixer-gpu.md
+    python bench/bench_infer_mixer_gpu.py --out bench/results/new/infer-mixer-gpu.md
     python bench/bench_infer_mixer_gpu.py --models models/litenet-mixer-cpu --out ...
 
 Without --models it builds litenet-mixer (the preset's size) with seeded initial weights and an int8

@@ -22,7 +22,7 @@ uint8 images read once, and the optimiser's per-parameter traffic — SGD with m
 and w, v, g written, 24 bytes; AdamW w, m, v, g read and w, m, v, g written, 32 bytes). Activations
 are not counted: a fused enough step need not write them.
 
-    python bench/bench_steps_gpu.py --out bench/results/gpu-steps-2026-12-03.md   (+ .json beside it)
+    python bench/bench_steps_gpu.py --out bench/results/new/gpu-steps.md   (+ .json beside it)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark: CIFAR-10 conversion time and the feed rate of shuffled float32 batches gathered from the maps.
 
-Usage: .venv/bin/python bench/data_feed.py [--data PATH] [--out bench/results/data-feed.md]
+Usage: .venv/bin/python bench/data_feed.py [--data PATH] [--out bench/results/new/data-feed.md]
 The peer for the feed rate is the same gather from an in-RAM copy of the arrays, measured in the same run.
 """
 

@@ -7,7 +7,7 @@ calibration seeds. The scores: KL(fp32 ‖ int8) of the softmax averaged over im
 images whose class differs from fp32's, and accuracy on that slice. The slice was part of
 training, so its accuracy says less about test accuracy than the two agreement measures; the
 agreement is what quantization can change. The Markdown goes to
-bench/results/export-ablation-<preset>.md.
+bench/results/new/export-ablation-<preset>.md.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     """Measure, print and write the table."""
     parser = argparse.ArgumentParser(prog="python bench/export_ablation.py", description=__doc__.splitlines()[0])
     parser.add_argument("--weights", required=True, metavar="DIR")
-    parser.add_argument("--out", metavar="FILE", help="Markdown file (default bench/results/export-ablation-<preset>.md)")
+    parser.add_argument("--out", metavar="FILE", help="Markdown file (default bench/results/new/export-ablation-<preset>.md)")
     parser.add_argument("--calib", type=int, default=4096)
     parser.add_argument("--seeds", default="0,1,2", help="calibration seeds, comma-separated (default 0,1,2)")
     parser.add_argument("--data", metavar="PATH")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     except LiteNetError as exc:
         print(f"export_ablation: error: {exc}", file=sys.stderr)
         return 1
-    publish(to_markdown(fig), Path(args.out or f"bench/results/export-ablation-{fig['preset']}.md"))
+    publish(to_markdown(fig), Path(args.out or f"bench/results/new/export-ablation-{fig['preset']}.md"))
     return 0
 
 

@@ -3,7 +3,7 @@
 It re-derives everything from the weights (nothing is read from an earlier export): fp32 ONNX
 against the NumPy forward, our int8 under each calibration method, ONNX Runtime's quantize_static
 under the same methods and calibration images, which kernels ONNX Runtime picks for each, and
-batch-1/256 latency on this machine. The Markdown goes to bench/results/export-<preset>.md.
+batch-1/256 latency on this machine. The Markdown goes to bench/results/new/export-<preset>.md.
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     """Measure, print and write the report."""
     parser = argparse.ArgumentParser(prog="python bench/export_report.py", description=__doc__.splitlines()[0])
     parser.add_argument("--weights", required=True, metavar="DIR")
-    parser.add_argument("--out", metavar="FILE", help="Markdown file (default bench/results/export-<preset>.md)")
+    parser.add_argument("--out", metavar="FILE", help="Markdown file (default bench/results/new/export-<preset>.md)")
     parser.add_argument("--calib", type=int, default=DEFAULT_CALIB)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=20, help="interleaved latency rounds (default 20)")
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     except LiteNetError as exc:
         print(f"export_report: error: {exc}", file=sys.stderr)
         return 1
-    publish(to_markdown(fig), Path(args.out or f"bench/results/export-{fig['preset']}.md"))
+    publish(to_markdown(fig), Path(args.out or f"bench/results/new/export-{fig['preset']}.md"))
     return 0
 
 

@@ -1,14 +1,14 @@
-// bf16_copy.cu — the BF16 copy of an fp32 buffer (twin: reference.bf16_copy), for the wide BF16
-// products (gemm_wide.cuh), which read their operands as BF16.
+// bf16_copy.cu — the BF16 copy of an fp32 buffer (twin: litenet.train.reference.bf16_copy), for the
+// wide BF16 products (gemm_wide.cuh), which read their operands as BF16.
 //
 //   bf16_copy:  y[i] = x[i] rounded to BF16 (to nearest, ties to even), its 16 bits
 //
 // Why a copy: the wide products read each operand once per tile row or column — at litenet-base's
-// width 2048 and batch 1024 a product reads its fp32 operands 16–32 times over from L2, at about
-// 5 TB/s on an H200, and that set their pace, not the tensor cores (bench/results/gpu-mixer-2026-12-04.md).
-// Rounding once into a BF16 copy halves those bytes for the cost of one pass over the buffer; the
-// products rounded the same values to the same BF16 as they staged them before, so nothing changes
-// in what they compute. litenet/train/cuda/plans.py says which buffers get copies and when; where the
+// width 2048 and batch 1024 a product reads its fp32 operands 16–32 times over from L2, and those
+// bytes, not the tensor cores, set their pace (docs/decisions.md, "BF16 copies").
+// Rounding once into a BF16 copy halves those bytes for the cost of one pass over the buffer; a
+// product that staged fp32 operands would round the same values to the same BF16, so the copy
+// changes nothing in what it computes. litenet/train/cuda/plans.py says which buffers get copies and when; where the
 // kernel producing a buffer can write its copy as it goes (bf16_copy.cuh), it does, and this launch
 // is left for the rest.
 // Launch: 256 threads, any grid (grid-stride); four values a thread at a time where x and y allow.

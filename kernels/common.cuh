@@ -97,7 +97,7 @@ __device__ __forceinline__ void block_sums(float (&v)[N], float* scratch) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// GELU, tanh form (reference.gelu_forward / gelu_backward).
+// GELU, tanh form (litenet.ops.gelu_forward, litenet.ops.gelu_backward).
 
 #define LN_GELU_C 0.7978845608028654f  // √(2/π)
 #define LN_GELU_K 0.044715f
@@ -155,8 +155,8 @@ __device__ __forceinline__ float clip_rule(const float* grad_sq, int T, float th
 #define LN_STAT_GRAD_SQ 3  // then T tensors' ‖g‖², then 3 path sums per block
 
 // ---------------------------------------------------------------------------------------------
-// The embedding's input rows s(x), read straight from the uint8 NHWC training set (reference.
-// embed_inputs): x = pixel / 255 (an IEEE division, as NumPy's) minus `shift`; "channel-sum" has
+// The embedding's input rows s(x), read straight from the uint8 NHWC training set
+// (litenet.ops.embed_inputs): x = pixel / 255 (an IEEE division, as NumPy's) minus `shift`; "channel-sum" has
 // 1024 values per image ((R + G) + B of pixel i), "full" 3072 (pixel-major, colour-minor). A
 // flipped image is read mirrored left-right: column c of a 32-wide row becomes 31 − c.
 //

@@ -1,6 +1,6 @@
 // embed.cu — the embedding projection and its weight gradient, with the input rows s(x) read
-// from the uint8 NHWC images once per step (twins: reference.embed_inputs, reference.embed_forward,
-// reference.embed_backward without ∂x).
+// from the uint8 NHWC images once per step (twins: litenet.ops.embed_inputs, litenet.ops.embed_forward,
+// litenet.ops.embed_backward without ∂x).
 //
 //   embed_inputs:        S[b, i] = s(b, i)                           (B × Kin floats)
 //   embed_forward:       h0[b, n] = Σ_i S[b, i] · We[i, n]            (B × Kin) · (Kin × d)
@@ -49,9 +49,9 @@ __device__ __forceinline__ PixelQuads batch_pixels(const unsigned char* images, 
     return px;
 }
 
-// One image per block, 4 pixels per thread. (Four images per block with every load issued first
-// was slower on the H200: 20.8 against 16.8 µs for a batch of 4096, 42.0 against 22.6 µs for
-// litenet-base's 3072 values per image — fewer threads in flight at 72 registers.)
+// One image per block, 4 pixels per thread: four images per block with every load issued first
+// leave fewer threads in flight (72 registers) and are slower (docs/decisions.md, "Embedding and the
+// small-batch plan").
 __device__ void embed_images(const unsigned char* images, const int* batches, const unsigned char* flips,
                              const int* ctr, int full, float shift, float* S, unsigned short* S16, int B) {
     const PixelQuads px = batch_pixels(images, batches, flips, ctr, full, shift, B);

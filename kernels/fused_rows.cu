@@ -2,7 +2,7 @@
 // image in one launch — every residual block's forward, the head, the loss, and the whole
 // backward down to ∂h0 — with the rows held in shared memory and the weights read from L2/L1.
 // What the weight gradients need is written out for fused_weight_grads.cu; the launches between
-// ops (about 16 per step for one block) disappear. Twin: reference.fused_rows (composed from
+// ops (about 16 per step for one block) disappear. Twin: litenet.train.reference.fused_rows (composed from
 // linear_forward, gelu_forward, residual_layernorm_forward, the loss, and their backwards).
 //
 //   per block i:  u = x W1 + b1;  a = GELU(u);  v = a W2 + b2;  y = LN(x + v)      (x ← y)

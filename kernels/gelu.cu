@@ -1,4 +1,4 @@
-// gelu.cu — GELU, tanh form, elementwise (twins: reference.gelu_forward, reference.gelu_backward).
+// gelu.cu — GELU, tanh form, elementwise (twins: litenet.ops.gelu_forward, litenet.ops.gelu_backward).
 //
 //   gelu_forward:   a = ½ u (1 + tanh(c (u + 0.044715 u³))),  c = √(2/π)
 //   gelu_backward:  ∂u = ∂a · [½ (1 + t) + ½ u (1 − t²) c (1 + 3·0.044715 u²)],  t as above

@@ -105,7 +105,7 @@ struct FetchSlots {
     __device__ __forceinline__ FetchSlots() {
         for (int l = 0; l < N; ++l) {
             const int e = threadIdx.x + LN_THREADS * l;
-            // along k, steps of 16 as shifts and steps of 8 as divisions: each the code measured on an H200
+            // along k, steps of 16 as shifts and steps of 8 as divisions: each the code its tile is timed with
             kk[l] = ALONG_TILE ? e / (WIDTH / 4) : TK == 16 ? 4 * (e & 3) : 4 * (e % (TK / 4));
             x[l] = ALONG_TILE ? 4 * (e % (WIDTH / 4)) : TK == 16 ? e >> 2 : e / (TK / 4);
         }
@@ -218,9 +218,8 @@ __device__ __forceinline__ void fold_colsums(float4 cs, int kk, int x, float* re
 // gets colsum = Σ_k B(k, n0 + t) (a bias gradient: ∂y's column sums in a channel ∂W, its row sums
 // in a token ∂W, where B is ∂yᵀ). DEPTH: how many k steps ahead the
 // operands are fetched into registers — 1, or 2 where a k step's multiplies are too few to cover a
-// load's latency: every ∂W (few blocks per multiprocessor) and, since 2026-12-03, the layer kernels'
-// forward and ∂input products (the Mixer's BF16 step −3 % on an H200, bench/results/gpu-mixer-
-// 2026-12-03.md "Fourth session"); 2 costs another TM + 4 registers.
+// load's latency: every ∂W (few blocks per multiprocessor) and the layer kernels' forward and ∂input
+// products (docs/decisions.md, "GEMM tiles"); 2 costs another TM + 4 registers.
 // Every thread of the block must call it with the same k range; it ends with a barrier.
 template <int TM, int DEPTH, class P, class A, class B>
 __device__ void gemm_tile_registers(const A& a, const B& b, int M, int N, int k_begin, int k_end, int m0, int n0,
@@ -260,8 +259,8 @@ __device__ void gemm_tile_registers(const A& a, const B& b, int M, int N, int k_
 // The tensor-core tile product as a pipeline (sm_80+): each k step's operands are copied from
 // global to shared memory by cp.async, 16 bytes a thread per operand, LN_STAGES − 1 steps ahead of
 // the multiply — no registers hold them on the way (the register path above holds one or two steps
-// in 8–16 registers, and each step waits for loads issued one step earlier: at the Mixer's sizes
-// the products ran at a quarter of the GPU's memory bandwidth, latency-bound). The same k steps,
+// in 8–16 registers, and each step waits for loads issued one step earlier, which leaves the Mixer's
+// products latency-bound; docs/decisions.md, "Tensor-core products"). The same k steps,
 // the same staged values and the same mma order as gemm_tile_registers: the same sums, bit for bit.
 // The copies are cp.async where both operands are 16-byte aligned with leading dimensions a multiple
 // of 4, else element by element (the same pipeline, synchronous). An operand contiguous along k is

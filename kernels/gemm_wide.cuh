@@ -2,23 +2,20 @@
 // × 64): 256 × 128 in fp32 on the SIMT cores (sm_61 on), 128 × 128 in BF16 on the tensor cores (sm_80
 // on); chosen per product by geometry.Gemm.wide (large M·N·K).
 //
-// Why: at litenet-base's widths 1024–2048 PyTorch's cuBLAS step was up to 1.4× (fp32) and 2.4×
-// (BF16) faster than LiteNet's on an H200 (bench/results/gpu-mixer-2026-12-03.md). A wider tile
-// halves what each output costs in shared-memory reads and global loads:
+// Why: at litenet-base's widths 1024–2048 the 64-row tiles' products are bound by what each output
+// costs in shared-memory reads and global loads; a wider tile halves it (docs/decisions.md, "Wide
+// tiles"):
 //   fp32  thread t (t = 16·ty + tx) owns rows 8·ty … +7 and 128 + 8·ty … +7, columns 4·tx … +3 and
 //         64 + 4·tx … +3: 128 multiply-adds per k against six 16-byte shared reads (the tall tile: 32
 //         against three), as cuBLAS's SIMT kernels (128 outputs a thread, 256 × 128 or 128 × 128
 //         tiles). k steps of 8 (two buffers of 16 KiB and 8 KiB), operands staged [k][i] as gemm.cuh's
-//         register path stages them; about 220–248 registers, so one block a multiprocessor. The 128 × 128
-//         tile before it (8 × 8 a thread, two blocks a multiprocessor) left litenet-base's fp32 step
-//         at width 2048, batch 1024 at 6.44 ms against PyTorch's 5.75; this one, 5.80 on an H200
-//         (bench/results/gpu-mixer-2026-12-04.md, twelfth session), 5.37 with the multiply-adds in
-//         serpentine order and one split-K arrival a tile (thirteenth session).
+//         register path stages them; about 220–248 registers, so one block a multiprocessor.
 //   BF16  gemm.cuh's tensor-core path stages fp32 operands and rounds each fragment as a warp reads
 //         it; its 64 × 64 tile gives a warp 32 × 16 outputs — per k16, 4 mma against 12 eight-byte
-//         shared reads and 12 conversions: shared memory, not the tensor cores, set its pace (about
-//         60 TFLOP/s). Here the operands come as BF16 copies in memory (Mat16: bf16_copy.cu, or the
-//         epilogue of the kernel that produced them; plans.py BF16_COPIES), and warp w (8 warps
+//         shared reads and 12 conversions: shared memory, not the tensor cores, sets its pace. Here
+//         the operands come as BF16 copies in memory (Mat16: bf16_copy.cu, or the epilogue of the
+//         kernel that produced them; plans.py BF16_COPIES), which halves the bytes read and drops the
+//         conversions (docs/decisions.md, "BF16 copies"), and warp w (8 warps
 //         as 2 rows × 4 columns) owns rows 64·(w/4) … +63, columns 32·(w%4) … +31: 4 × 4 mma tiles of
 //         16 × 8 (mma.cuh's m16n8k16 fragments) — per k16, 16 mma against 24 four-byte shared reads
 //         that meet no bank twice, and no conversions. k steps of 32. A staged operand X(k, i) (i = m
@@ -26,22 +23,15 @@
 //           contiguous along k  words [i][k/2], rows of 20 words (16 + 4 padding; 8-byte stores)
 //           contiguous along i  words [k/2][i], rows of 136 words (128 + 8; 16-byte stores)
 //   BF16 on Hopper (sm_90a): WideWgmma, the same staging into wgmma.cuh's core matrices and two
-//         asynchronous warpgroup products (m64n128k16) a k step; width 2048 / batch 1024's BF16 step
-//         2.50 → 1.75 ms on an H200 (bench/results/gpu-mixer-2026-12-04.md).
-//   BF16 operands in memory: the tiles read fp32 at first and rounded as they staged; reading BF16
-//         copies halves the bytes and the staging work (the conversions): with plain vector loads
-//         inside the operands, width 2048 / batch 1024's step 1.75 → 1.45 ms on an H200 (copies
-//         included; bench/results/gpu-mixer-2026-12-04.md, eleventh session).
+//         asynchronous warpgroup products (m64n128k16) a k step, so the tensor cores work while the
+//         threads stage (docs/decisions.md, "wgmma").
 // All: two shared buffers, the next k step fetched into registers while the current one multiplies
 // (as gemm.cuh's fp32 path); the BF16 tiles keep two steps in flight (wide_tile's DEPTH 2: their steps
-// are half the registers of fp32's) and run the k loop unrolled by two, BF16's steps up to 2 % faster
-// for the depth (bench/results/gpu-mixer-2026-12-04.md, eleventh session). The fp32 tile runs a step
-// an iteration: its loop body is 1271 instructions (20 KiB), and unrolled by two it stalled on
-// instruction fetch (ncu: 0.29 cycles an issue against cuBLAS's 0.02); width 2048, batch 1024's step
-// 5.94 → 5.80 ms on an H200 (twelfth session). For BF16 this beat a cp.async pipeline
-// of fp32 steps rounded as the fragments are read (gemm.cuh's way, two blocks a multiprocessor at 128
-// registers with spills): litenet-base's BF16 step at width 2048, batch 1024, 2.48 against 2.66 ms on
-// an H200; one block a multiprocessor, 3.34 (bench/results/gpu-mixer-2026-12-03/session9/pipelined).
+// are half the registers of fp32's) and run the k loop unrolled by two. The fp32 tile runs a step an
+// iteration: its loop body is 1271 instructions (20 KiB), and unrolled by two it stalls on instruction
+// fetch. BF16 stages through registers, not by a cp.async pipeline of fp32 steps rounded as the
+// fragments are read (gemm.cuh's way): that pipeline is slower both at two blocks a multiprocessor
+// (128 registers, with spills) and at one (docs/decisions.md, "Wide tiles").
 // Then each 128 × 64 part of the tile (4 in fp32's, 2 in BF16's), in gemm.cuh's tall SIMT layout
 // (thread t owns acc[i][j] = C[8·ty + i][4·tx + j]; the BF16 tile gets there through shared memory),
 // is stored as a tall tile's split-K partial (splitk.cuh's slabs, LN_SLAB_OF(8), of part parts·tile +
@@ -49,7 +39,7 @@
 // the tall tile's epilogue on it.
 //
 // Rounding and order: fp32 sums in k order as the other fp32 tiles; BF16 multiplies the same values
-// as the 64-row path (each operand rounded to nearest even once, now by whoever made the copy) and
+// as the 64-row path (each operand rounded to nearest even once, by whoever made the copy) and
 // sums the same k16 chunks in k order. The BF16 tiles' column sums (∂b) add the BF16 values of ∂y.
 // Limits: any M, N, K (guarded loads read 0 outside); column sums only where B is contiguous along n
 // (the ∂W products': elsewhere none are asked for).
@@ -131,11 +121,9 @@ struct WideFp32 {
     // p[k·ld + i]).
     // Inside the operand and aligned (every step of litenet-base's products): plain 16-byte loads, so
     // the guards' checks and element paths run only at ragged edges. Checked each step, not once for
-    // the whole loop: with the branch in the loop ptxas issues the loads at the top of the step. A loop
-    // specialised to plain loads had them sunk to just before their stores (about 246 registers), each
-    // step waiting out a global load: width 2048, batch 1024's fp32 step took 7.33 ms on an H200, 6.44
-    // with the steps copied by cp.async instead, against 5.80 for this loop in two other runs
-    // (bench/results/gpu-mixer-2026-12-04.md, twelfth session).
+    // the whole loop: with the branch in the loop ptxas issues the loads at the top of the step, where
+    // a loop specialised to plain loads has them sunk to just before their stores, each step waiting
+    // out a global load (slower still than steps copied by cp.async; docs/decisions.md, "Wide tiles").
     template <bool K_CONTIGUOUS, int WIDTH>
     __device__ __forceinline__ static void fetch(const float* p, int ld, int I, int i0, int k0, int k_end,
                                                  Step<WIDTH>& r) {
@@ -165,8 +153,7 @@ struct WideFp32 {
     // Step buf's k in order, its last one's fragments held: their multiply-adds open the next step,
     // after the barrier, while that step's first shared reads are in flight (as CUTLASS's pipelined
     // main loops read the next stage's first fragments before the last k's multiply-adds). Sums stay
-    // in k order. On an H200 level at width 1024 and 0.2–0.4 % faster at width 2048 (litenet-base's
-    // fp32 step, batch 1024), and kept: every later measurement of the thirteenth session had it.
+    // in k order. Level to slightly faster (docs/decisions.md, "Wide tiles").
     template <bool KA, bool KB>
     __device__ __forceinline__ void multiply(const WideSmem& s, int buf) {
         multiply_held();
@@ -199,9 +186,8 @@ struct WideFp32 {
         }
     }
     // Odd rows walk the columns backwards (CUTLASS's serpentine order), so consecutive multiply-adds
-    // share an operand at every row's turn as well as within the row: width 2048 / batch 1024's fp32
-    // step 5.78 → 5.51 ms on an H200 (ncu had the row-by-row order stalled on dispatch at 9 % of
-    // samples; bench/results/gpu-mixer-2026-12-04.md, thirteenth session).
+    // share an operand at every row's turn as well as within the row; the row-by-row order stalls on
+    // dispatch (docs/decisions.md, "Wide tiles").
     __device__ __forceinline__ void multiply_add(const float (&a)[16], const float (&b)[8]) {
 #pragma unroll
         for (int i = 0; i < 16; ++i)
@@ -282,7 +268,7 @@ struct Bf16Step {
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         // Inside the operand and aligned (every step of litenet-base's products): plain vector loads. The
         // guarded path's checks and index arithmetic cost more issue slots than the loads themselves
-        // (ncu: 37 % of issue slots busy, a third of the stalls on the loads' results).
+        // (docs/decisions.md, "BF16 copies").
         const bool inside =
             i0 + LN_WIDE <= I && k0 + 32 <= k_end && ld % 8 == 0 && reinterpret_cast<size_t>(p) % 16 == 0;
 #pragma unroll
@@ -644,11 +630,10 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
     auto part_colsums = [&](int q) { return colsums && q / 2 == 0 && threadIdx.x < LN_TILE; };
     auto part_slabs = [&](int q) { return scratch + (size_t)(PARTS * wc.tile + q) * splits * LN_SLAB_OF(8); };
     // K split: every part's partial is stored, then the block arrives once for the whole tile (one
-    // fence and one counter; the tall tile's fixup on each part took four), and the last of the tile's
-    // blocks sums each part's slabs in split order (tile_fixup's order, one level: splits ≤ LN_GROUP).
-    // Four arrivals spent about 5 % of a four-split product's time in the fence and 6 % in store throttling
-    // (ncu, width 1024 / batch 1024's fp32 ∂input on an H200; bench/results/gpu-mixer-2026-12-04.md,
-    // thirteenth session).
+    // fence and one counter, where the tall tile's fixup on each part would take four, whose fences and
+    // store throttling cost a four-split product a tenth of its time), and the last of the tile's
+    // blocks sums each part's slabs in split order (tile_fixup's order, one level: splits ≤ LN_GROUP;
+    // docs/decisions.md, "Wide tiles").
     if (splits > 1) {
 #pragma unroll
         for (int q = 0; q < PARTS; ++q) {  // unrolled: the fp32 tile's accumulators are indexed by q

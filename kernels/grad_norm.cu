@@ -1,5 +1,5 @@
 // grad_norm.cu — the global gradient norm and the seed's clip rule, decided on the device
-// (twin: reference.grad_norm_clip, split in two launches here).
+// (twin: litenet.train.reference.grad_norm_clip, split in two launches here).
 //
 //   grad_norm_sq:   grad_sq[t] += Σ_{i in tensor t} g_i²  for the T tensors of the flat gradient
 //                   (offsets: T+1 ints, param_layout order), into the step's statistics row
@@ -24,7 +24,8 @@ extern "C" __global__ void grad_norm_sq(const float* grads, const int* offsets, 
         const int lo = max(begin, offsets[t]), hi = min(end, offsets[t + 1]);
         if (lo >= hi) continue;  // the same for the whole block
         // [a, b): the part of [lo, hi) read 16 bytes at a time (all four loads of a thread in flight at
-        // once; one float at a time this kernel ran at 38 % of an H200's DRAM bandwidth).
+        // once; one float at a time leaves most of the DRAM bandwidth unused: docs/decisions.md,
+        // "Update and norm kernels").
         int a = min(hi, (lo + 3) & ~3), b = max(a, hi & ~3);
         if (!aligned16(grads)) a = b = hi;
         float s = 0.f;

@@ -138,7 +138,7 @@ __device__ void tile_gemm(const Load& A, int M, int Kw, const typename T::Word* 
 }
 
 // ---------------------------------------------------------------------------------------------
-// LayerNorm of one row by one warp (int8_plan.layernorm): μ = Σs/d, σ² = Σ(s − μ)²/d (biased),
+// LayerNorm of one row by one warp (litenet.ops.layernorm_forward, the int8 plan's): μ = Σs/d, σ² = Σ(s − μ)²/d (biased),
 // y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j, each operation rounded once; emit(j, y_j) for j < d.
 // s may have been written by another block of this launch: it is read past L1 (__ldcg), once:
 // the first LN_REG·32 values stay in registers (one round trip to L2 instead of three at batch 1).

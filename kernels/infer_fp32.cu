@@ -1,12 +1,13 @@
-// infer_fp32.cu — LiteNet's float32 forward for inference (twin: litenet/runtime/cuda_net.py
-// forward_fp32, the same function as litenet.train.network.forward):
+// infer_fp32.cu — LiteNet's float32 forward for inference (twin: litenet.runtime.cuda_net.forward_fp32,
+// the same function as litenet.train.network.forward):
 //
 //   r = rows(x/255 − shift)  (full: 3072 values; channel-sum: R+G+B per pixel, 1024)
 //   h = r We;  per block i: a = GELU(h W1 + b1); s = h + (a W2 + b2); h = LayerNorm(s)
 //   logits = h Wc + bc
 //
-// Weights are (out, in) row-major with in padded to a multiple of 64 (cuda_net.pack_fp32); every
-// activation row has the padded width, pad columns zero. Two ways to run it, chosen by the host:
+// Weights are (out, in) row-major with in padded to a multiple of 64
+// (litenet.runtime.cuda_net.pack_fp32); every activation row has the padded width, pad columns zero.
+// Two ways to run it, chosen by the host:
 //
 // infer_fp32_rows — the whole forward in ONE launch for a few images (B ≤ a few dozen): phases
 //   separated by a grid barrier, each phase spreading its output channels over the grid (rowdot),

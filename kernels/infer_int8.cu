@@ -1,13 +1,13 @@
 // infer_int8.cu — LiteNet's int8 forward, executing the int8 plan exactly as docs/int8-plan.md
-// defines it (twin: litenet/runtime/int8_plan.py run_plan). Every linear layer L:
+// defines it (twin: litenet.runtime.int8_plan.run_plan). Every linear layer L:
 //
 //   q = clamp(rne(a / s_x), −128, 127)      int8, per tensor (__fdiv_rn, __float2int_rn)
 //   acc[b, n] = Σ_k q[b, k] · W_q[n, k]      int32, four products per __dp4a (sm_61+), exact
 //   y = float32(acc) · m[n] + bias[n]        m[n] = float32(s_x · s_w[n]), each op rounded once
 //
 // with GELU, the residual join and LayerNorm in float32 between layers, as in infer_fp32.cu.
-// W_q is (N, Kp) int8 packed four to an int (cuda_net.pack_int8, K zero-padded to Kp = ⌈K/64⌉·64);
-// quantized activations are byte rows of the same padded width, pad bytes zero.
+// W_q is (N, Kp) int8 packed four to an int (litenet.runtime.cuda_net.pack_int8, K zero-padded to
+// Kp = ⌈K/64⌉·64); quantized activations are byte rows of the same padded width, pad bytes zero.
 //
 // infer_int8_rows — the whole forward in ONE launch for a few images; as infer_fp32_rows (grid ≤
 //   SM count, 256 threads, dynamic shared memory IR_ROWS · max(dp, Hp) bytes). Activations between

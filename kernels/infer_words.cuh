@@ -22,7 +22,8 @@ __device__ __forceinline__ int pack4(int q0, int q1, int q2, int q3) {
     return (q0 & 255) | ((q1 & 255) << 8) | ((q2 & 255) << 16) | ((q3 & 255) << 24);
 }
 
-// ½u(1 + tanh(c(u + k·u³))) with each product and sum rounded once, as int8_plan.gelu computes it.
+// ½u(1 + tanh(c(u + k·u³))) with each product and sum rounded once, as litenet.ops.gelu_forward
+// computes it in float32 (the int8 plan's GELU).
 __device__ __forceinline__ float gelu_rn(float u) {
     const float u3 = __fmul_rn(__fmul_rn(u, u), u);
     const float t = tanhf(__fmul_rn(LN_GELU_C, __fadd_rn(u, __fmul_rn(LN_GELU_K, u3))));

@@ -1,5 +1,6 @@
 // layernorm_int8.cu — the Mixer's LayerNorm in front of a product, written straight as that
-// product's int8 input (twin: int8_plan.quantize(ops.layernorm_forward(x, γ, β, eps), s_x)):
+// product's int8 input (twin: litenet.runtime.int8_plan.quantize(litenet.ops.layernorm_forward(x, γ,
+// β, eps), s_x)):
 //
 //   y = (x − μ) / √(σ² + eps) · γ + β  over the d features of each of the R = T·B rows of x (T, B, d)
 //   q = clamp(rne(y / q_scale), −128, 127)

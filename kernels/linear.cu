@@ -1,6 +1,6 @@
 // linear.cu — the linear layer y = x W + b (fc1, fc2, the head) and its three gradients
-// (twins: reference.linear_forward, reference.linear_backward, and linear_gelu_forward in the
-// "Twins of fused CUDA kernels" section, which fuses GELU into the forward's epilogue).
+// (twins: litenet.ops.linear_forward, litenet.ops.linear_backward, and
+// litenet.train.reference.linear_gelu_forward, which fuses GELU into the forward's epilogue).
 //
 //   linear_forward:          y[b, o] = Σ_i x[b, i] W[i, o] + bias[o]          x: (B, n_in), W: (n_in, n_out)
 //   linear_gelu_forward:     u = x W + b and a = GELU(u), both written (the backward needs u)
@@ -342,8 +342,8 @@ linear_backward_input_wide_bf16(const unsigned short* dy, const unsigned short* 
 }
 
 // ∂u = (∂a Wᵀ) · GELU'(u) and its BF16 copy du16, which fc1's wide BF16 backward products read: fc2's
-// ∂input, the GELU's backward and the copy in one launch (plans.py; an H200 spent 38 µs on gelu_backward
-// and about 20 on the copy in a 1.5 ms step at litenet-base's width 2048).
+// ∂input, the GELU's backward and the copy in one launch (plans.py): two passes over the hidden layer
+// fewer (docs/decisions.md, "BF16 copies").
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
 linear_backward_input_gelu_wide_bf16(const unsigned short* dy, const unsigned short* W, const float* u, float* du,
                                      unsigned short* du16, int B, int n_in, int n_out, int splits, float* scratch,

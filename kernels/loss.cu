@@ -1,16 +1,18 @@
 // loss.cu — the classifier's losses on the logits z (B, C), mean over the batch
-// (twins: reference.margin_loss_forward / _backward, reference.cross_entropy_forward / _backward).
+// (twins: litenet.ops.margin_loss_forward, litenet.ops.margin_loss_backward,
+// litenet.ops.cross_entropy_forward, litenet.ops.cross_entropy_backward).
 //
 //   margin_loss_forward:    ℓ_b = max(0, m − z[b, y_b] + z[b, r_b]),  r_b = first argmax_{j≠y_b} z[b, j]
 //   margin_loss_backward:   ∂z[b, y_b] = −1/B, ∂z[b, r_b] = +1/B where the hinge is active, else 0
 //   cross_entropy_forward:  ℓ_b = logsumexp(z_b) − z[b, y_b]
 //   cross_entropy_backward: ∂z = (softmax(z) − onehot(y)) / B
 //   cross_entropy_smoothed: the forward and backward in one launch, against the smoothed target
-//                           q = (1 − ε) onehot(y) + ε/C (twins: ops.cross_entropy_forward/_backward
-//                           with smoothing ε; the Mixer's loss). dz may alias z. With `mix`, image b's
-//                           one-hot target is shared with its CutMix partner's label by the box's area
-//                           (mixes[(ctr[0]·B + b)·5 + …] = partner, top, left, bottom, right; partner −1:
-//                           none; twin: augment.mixed_targets).
+//                           q = (1 − ε) onehot(y) + ε/C (twins: litenet.ops.cross_entropy_forward,
+//                           litenet.ops.cross_entropy_backward with smoothing ε; the Mixer's loss).
+//                           dz may alias z. With `mix`, image b's one-hot target is shared with its
+//                           CutMix partner's label by the box's area (mixes[(ctr[0]·B + b)·5 + …] =
+//                           partner, top, left, bottom, right; partner −1: none; twin:
+//                           litenet.train.augment.mixed_targets).
 //
 // The labels are those of the batch: labels[batches[ctr[0]·B + b]] (uint8 per image). The
 // forwards write ℓ (B,) and add mean(ℓ) to the step's statistics row (stats + ctr[0]·stat_width,

@@ -1,5 +1,5 @@
-// mean_tokens.cu — the Mixer's pooling: the mean over the T patches (twins: ops.mean_tokens_forward,
-// ops.mean_tokens_backward). x is tokens-major (T, B·d).
+// mean_tokens.cu — the Mixer's pooling: the mean over the T patches (twins:
+// litenet.ops.mean_tokens_forward, litenet.ops.mean_tokens_backward). x is tokens-major (T, B·d).
 //
 //   mean_tokens_forward:   y[i] = (Σ_t x[t, i]) / T   over i < N = B·d, summed in t order
 //   mean_tokens_backward:  ∂x[t, i] = ∂y[i] / T

@@ -1,5 +1,5 @@
 // mean_tokens_int8.cu — the Mixer's pooling written straight as the int8 head's input (twin:
-// int8_plan.quantize(ops.mean_tokens_forward(x), s_x)):
+// litenet.runtime.int8_plan.quantize(litenet.ops.mean_tokens_forward(x), s_x)):
 //
 //   y[b, c] = (Σ_t x[t, b, c]) / T   summed in t order, as mean_tokens_forward (mean_tokens.cu) and
 //                                     NumPy's mean over axis 0 do, so y is the twin's bit for bit

@@ -27,8 +27,8 @@
 // Blocks of 256 threads a multiprocessor the TF32/BF16 product kernels are compiled for
 // (__launch_bounds__): ≤ 64 registers a thread (ptxas sm_90: 64, at most 20 bytes spilled; 64–80
 // without), so 4 blocks and their 4 × 35 KiB of pipeline stages share a multiprocessor instead of 3 —
-// a Mixer K = 512 product's 512 tiles in one wave of an H200's 528 slots, not 1.3 of 396. The BF16
-// step −4.5 % at batch 256, −3.0 % at 1024 (bench/results/gpu-mixer-2026-12-03.md, "Sixth session").
+// a Mixer K = 512 product's 512 tiles in one wave of an H200's 528 slots, not 1.3 of 396
+// (docs/decisions.md, "Tensor-core products").
 #define LN_MMA_BLOCKS 4
 
 struct PrecFp32 {

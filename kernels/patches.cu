@@ -1,5 +1,5 @@
 // patches.cu — the Mixer's input: the step's images gathered from the uint8 training set on the
-// GPU, augmented, cut into P×P patches, tokens-major (twins: ops.patchify of the images that
+// GPU, augmented, cut into P×P patches, tokens-major (twins: litenet.ops.patchify of the images that
 // litenet.train.augment.apply gives).
 //
 //   patches_gather:  out[t, b, (py·P + px)·3 + k] = (x[b, y, x', k] / 255 − shift)·scale, where image b of the
@@ -12,11 +12,11 @@
 //                    Cutout (cut > 0), after the crop and the flip: pixel (Y, X) of the augmented image
 //                    (Y = gy·P + py, X = gx·P + px) reads the grey `fill` instead when
 //                    cy − ⌊cut/2⌋ ≤ Y < cy − ⌊cut/2⌋ + cut and the same for X around cx, with
-//                    (cy, cx) = cutouts[(ctr[0]·B + b)·2 + {0,1}] (twin: augment.cutout_square).
+//                    (cy, cx) = cutouts[(ctr[0]·B + b)·2 + {0,1}] (twin: litenet.train.augment.cutout_square).
 //                    CutMix (mix ≠ 0), last: with mixes[(ctr[0]·B + b)·5 + …] = (partner, top, left,
 //                    bottom, right), partner ≥ 0, pixel (Y, X) in the box (top ≤ Y < bottom, left ≤ X <
 //                    right) is pixel (Y, X) of image `partner` of the step, augmented by its own draws
-//                    (twin: augment.mix_boxes).
+//                    (twin: litenet.train.augment.mix_boxes).
 //
 // The data set stays on the GPU as uint8 and the augmentation is fused into this read: no padded or
 // flipped copy is made. Launch: 256 threads, grid-stride over T·B·P²·3 outputs (any grid).

@@ -1,13 +1,13 @@
 // patches_infer.cu — the Mixer's input at inference: uint8 NHWC images cut into P×P patches,
-// tokens-major (twin: ops.patchify; its int8 output: int8_plan.quantize of that, the embedding's
-// quantized input). With G = 32/P patches a side, t = gy·G + gx:
+// tokens-major (twin: litenet.ops.patchify; its int8 output: litenet.runtime.int8_plan.quantize of
+// that, the embedding's quantized input). With G = 32/P patches a side, t = gy·G + gx:
 //
 //   x[t·B + b, (py·P + px)·3 + k] = (img[b, gy·P + py, gx·P + px, k] / 255 − shift) · scale
 //   out (use_out): float rows of P²·3 values (the fp32 embedding's input)
 //   q   (use_q):   int8 rows of q_stride bytes, q = clamp(rne(x / q_scale), −128, 127); the pad
 //                  bytes past P²·3 are never written (the buffer is zeroed once: they stay 0)
 //
-// Each operation is rounded once in ops.patchify's order (x/255, − shift, · scale: the _rn
+// Each operation is rounded once in litenet.ops.patchify's order (x/255, − shift, · scale: the _rn
 // intrinsics keep NVRTC from contracting them), so x and q are NumPy's bit for bit. Unlike
 // patches.cu (training: batch indices, crops, flips, cutout) this reads the batch as it lies.
 // Launch: 256 threads, grid-stride over T·B·P²·3 values (any grid). q_stride is a multiple of 4.

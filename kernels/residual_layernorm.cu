@@ -1,9 +1,10 @@
 // residual_layernorm.cu — the residual join and LayerNorm over the d features
-// (twins: reference.residual_layernorm_forward / _backward, and residual_join in the fused-twins
-// section for the two paths meeting on the way back).
+// (twins: litenet.ops.residual_layernorm_forward, litenet.ops.residual_layernorm_backward, and
+// litenet.train.reference.residual_join for the two paths meeting on the way back).
 //
 //   residual_layernorm_forward:  s = x + v; n = (s − μ)·rstd; y = γ n + β      (writes y, n, rstd)
-//   layernorm_forward:           the same with s = x (the Mixer's LayerNorms; twin ops.layernorm_forward)
+//   layernorm_forward:           the same with s = x (the Mixer's LayerNorms; twin
+//                                litenet.ops.layernorm_forward)
 //   residual_layernorm_backward: ∂s = rstd (∂n − mean(∂n) − n·mean(∂n n)), ∂n = ∂y γ;
 //                                ∂γ = Σ_b ∂y n,  ∂β = Σ_b ∂y
 //   residual_join:               ∂x = ∂s + ∂x_main, and adds ‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩ to
@@ -53,7 +54,7 @@ extern "C" __global__ void residual_layernorm_forward_with_copy(const float* x, 
     residual_layernorm_forward_rows(x, v, gamma, beta, y, nrm, rstd, B, d, eps, y16);
 }
 
-// The Mixer's LayerNorm in front of each MLP, with no residual in it (ops.layernorm_forward);
+// The Mixer's LayerNorm in front of each MLP, with no residual in it (litenet.ops.layernorm_forward);
 // its backward is residual_layernorm_backward's (the same ∂s, ∂γ, ∂β).
 extern "C" __global__ void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
                                              float* nrm, float* rstd, int B, int d, float eps) {

@@ -6,8 +6,8 @@
 // A row's elements V at a time (V = 4: one 16-byte access; V = 1: one float), as a float4 whose
 // first V components hold them: a warp reads each row in whole 128- or 512-byte lines. The row
 // kernels take V = 4 when d is a multiple of 4 and every row they touch starts 16-byte aligned
-// (row_vec4): a scalar LayerNorm of the Mixer's 128-wide rows took ≈ 19 µs per launch at batch 256
-// on an H200, reading 8 MiB and writing 16 (bench/results/gpu-mixer-2026-12-03.md).
+// (row_vec4): one float at a time, a warp's reads of the Mixer's 128-wide rows leave a LayerNorm
+// launch far from the memory bandwidth (docs/decisions.md, "Mixer fusions and row kernels").
 template <int V>
 __device__ __forceinline__ float4 loadv(const float* p) {
     return V == 4 ? ld4(p) : make_float4(p[0], 0.f, 0.f, 0.f);
@@ -57,8 +57,9 @@ __device__ float layernorm_row_forward_v(const float* x, const float* v, const f
     return rstd;
 }
 
-// One warp: s = x + v; n = (s − μ)·rstd; y = γ n + β over the d features (ops.
-// residual_layernorm_forward; RESIDUAL false: s = x, ops.layernorm_forward, v unused). Writes n
+// One warp: s = x + v; n = (s − μ)·rstd; y = γ n + β over the d features
+// (litenet.ops.residual_layernorm_forward; RESIDUAL false: s = x, litenet.ops.layernorm_forward, v
+// unused). Writes n
 // and y (y may alias x: each lane reads x[j] before it writes y[j]); returns rstd = 1/√(σ² + eps).
 // σ² is the biased variance, as LayerNorm defines it.
 template <bool RESIDUAL = true>
@@ -90,8 +91,9 @@ __device__ void layernorm_row_backward_v(const float* dy, const float* nrm, floa
     }
 }
 
-// One warp: ∂n = ∂y γ;  ∂s = rstd (∂n − mean(∂n) − n · mean(∂n n))  (reference.
-// residual_layernorm_backward). ds may alias dy (lane-owned elements, read before written).
+// One warp: ∂n = ∂y γ;  ∂s = rstd (∂n − mean(∂n) − n · mean(∂n n))
+// (litenet.ops.residual_layernorm_backward). ds may alias dy (lane-owned elements, read before
+// written).
 __device__ void layernorm_row_backward(const float* dy, const float* nrm, float rstd, const float* gamma, int d,
                                        float* ds) {
     if (row_vec4(d, dy, nrm, gamma, ds))
@@ -100,7 +102,7 @@ __device__ void layernorm_row_backward(const float* dy, const float* nrm, float 
         layernorm_row_backward_v<1>(dy, nrm, rstd, gamma, d, [&](int j, float4 v) { storev<1>(ds + j, v); });
 }
 
-// A residual join of V elements (reference.residual_join): dx = s + m, the identity path's gradient s
+// A residual join of V elements (litenet.train.reference.residual_join): dx = s + m, the identity path's gradient s
 // and the branch's m, with ‖s‖², ‖m‖², ⟨s, m⟩ added to sums[0 … 2].
 template <int V>
 __device__ __forceinline__ void join_v(float4 s, float4 m, float* dx, float (&sums)[3]) {
@@ -121,7 +123,7 @@ __device__ void layernorm_row_backward_join(const float* dy, const float* nrm, f
 }
 
 // One thread, one row of logits: the margin loss max(0, m − z_y + z_r) with r the first arg-max
-// among j ≠ y (reference.rival_class). When dz is given, writes the subgradient −1/B at y and
+// among j ≠ y (litenet.ops.rival_class). When dz is given, writes the subgradient −1/B at y and
 // +1/B at r where the hinge is active (dz may alias z: every read happens before the writes).
 __device__ float margin_row(const float* z, int C, int y, float margin, int batch, float* dz) {
     int rival = -1;
@@ -158,7 +160,8 @@ __device__ float cross_entropy_row(const float* z, int C, int y, int batch, floa
 // One thread, one row: cross-entropy against the smoothed target q = (1 − ε) t + ε / C with
 // t = (1 − s) onehot(y) + s onehot(y2) (CutMix's mixed target; s = 0: onehot(y)),
 // ℓ = (1 − ε)[(1 − s)(logsumexp(z) − z_y) + s (logsumexp(z) − z_y2)] + ε (logsumexp(z) − mean(z));
-// ∂z = (softmax(z) − q) / B (ops.cross_entropy_forward / _backward with smoothing ε and mix (y2, s)).
+// ∂z = (softmax(z) − q) / B (litenet.ops.cross_entropy_forward / litenet.ops.cross_entropy_backward
+// with smoothing ε and mix (y2, s)).
 __device__ float cross_entropy_smoothed_row(const float* z, int C, int y, int y2, float s, float eps, int batch,
                                             float* dz) {
     float zmax = z[0], zsum = 0.f;

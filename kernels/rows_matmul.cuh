@@ -12,7 +12,8 @@
 // when there are fewer rows than groups, different k ranges, whose partial sums meet in
 // `scratch` (256 floats of shared memory). Each thread issues 64 weight loads at a time (16-byte
 // loads along a row in the transposed case), so L2 latency is paid once per 64 k: the fused
-// kernel's chain of dependent phases is what bounds a small batch (H200, 2026-12-02). `in` rows
+// kernel's chain of dependent phases is what bounds a small batch (docs/decisions.md, "Embedding and
+// the small-batch plan"). `in` rows
 // are read 4 floats at a time up to a multiple of 16: ldi must be a multiple of 16, `in` 16-byte
 // aligned and its padding zero.
 // Ends with a barrier, so `out` is ready for every thread. Not inlined: one copy serves the six

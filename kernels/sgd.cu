@@ -1,6 +1,6 @@
 // sgd.cu — SGD with momentum and weight decay over the flat parameter buffer, the last launch of
-// every training step (twins: reference.sgd_momentum_update, and sgd_clip_update in the
-// fused-twins section = grad_norm_clip + sgd_momentum_update).
+// every training step (twins: litenet.train.reference.sgd_momentum_update, and
+// litenet.train.reference.sgd_clip_update = grad_norm_clip + sgd_momentum_update).
 //
 //   sgd_momentum_update: g' = g + wd·w;  v ← μ v + g';  w ← w − lr·v     (PyTorch's convention)
 //   sgd_clip_update:     the same with g scaled by the clip rule (common.cuh clip_rule) read from
@@ -9,8 +9,8 @@
 //
 // sgd_clip_update also writes the updated parameters' BF16 copy (the first n16 of them: n, or 0 for
 // none) where the step's wide BF16 products read one (plans.py BF16_COPIES "P16"): rounding them here,
-// while they pass through registers anyway, saves a pass over the parameters each step (about 60 µs of
-// a 1.6 ms step at litenet-base's width 2048 on an H200, bench/results/gpu-mixer-2026-12-04.md).
+// while they pass through registers anyway, saves a pass over the parameters each step
+// (docs/decisions.md, "BF16 copies").
 //
 // lr = lrs[ctr[0]] (the schedule lives on the device). Each operation is rounded separately, in
 // NumPy's order (__fmul_rn/__fadd_rn stop the compiler fusing them into FMAs), so the update

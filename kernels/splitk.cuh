@@ -23,9 +23,10 @@ __device__ __forceinline__ void split_range(int K, int split, int splits, int& k
 // A tile's split-K sum in two levels. With more than LN_GROUP splits, the last block to finish of
 // each group of LN_GROUP consecutive splits sums that group's partials (in split order) into the
 // group's first slab, and the last group to finish sums the groups' totals (in group order): the
-// result is deterministic, and no block reads more than max(LN_GROUP, groups) slabs. One level, one
-// block reading every slab, cost the Mixer's token ∂W (one 64 × 64 tile, 264 splits: 4.3 MiB read
-// by one block) 57 µs of its ≈ 8 µs of products on an H200 (bench/results/gpu-mixer-2026-12-03.md).
+// result is deterministic, and no block reads more than max(LN_GROUP, groups) slabs. With one level
+// the one block reading every slab costs a many-split product (the Mixer's token ∂W: one 64 × 64
+// tile, 264 splits, 4.3 MiB read by one block) several times its multiply-adds (docs/decisions.md,
+// "Split-K").
 #define LN_GROUP 16
 #define LN_MAX_GROUPS 31                      // so at most 16 · 31 = 496 splits
 #define LN_TILE_COUNTERS (1 + LN_MAX_GROUPS)  // a tile's counters: the tile's, then one per group
@@ -97,9 +98,10 @@ template <int TM>
 __device__ void sum_slabs(float (&acc)[TM][4], float& colsum, bool col, const float* partials, int first, int stride,
                           int count) {
     const int t = threadIdx.x, tx = t & 15, ty = t >> 4, slab = LN_SLAB_OF(TM), cols = 16 * TM * LN_TILE;
-    // Slabs read at a time: 12 (TM 4) or 16 (TM 8) vector loads in flight. 4 at TM 4 held 64 floats
-    // and took the ∂W kernels from 80 to 84–86 registers (ptxas, sm_90): 2 blocks per multiprocessor
-    // instead of 3. The sum is the same either way: slabs are added one after another, in order.
+    // Slabs read at a time: 12 (TM 4) or 16 (TM 8) vector loads in flight. 4 at TM 4 would hold 64
+    // floats and take the ∂W kernels from 80 to 84–86 registers (ptxas, sm_90): 2 blocks per
+    // multiprocessor instead of 3. The sum is the same either way: slabs are added one after another,
+    // in order.
     constexpr int U = TM == 4 ? 3 : 2;
     float4 total[TM];
     for (int i = 0; i < TM; ++i) total[i] = make_float4(0.f, 0.f, 0.f, 0.f);

@@ -1,5 +1,5 @@
 // token_linear.cu — the Mixer's product across the patches and its gradients (twins:
-// ops.token_linear_forward, ops.token_linear_backward). Activations are tokens-major, so a tensor
+// litenet.ops.token_linear_forward, litenet.ops.token_linear_backward). Activations are tokens-major, so a tensor
 // (T, B, d) is the matrix X (T, N) with N = B·d, and the product is one matrix product with no
 // transposed copy: W is read through a transposed view where the formula wants Wᵀ.
 //

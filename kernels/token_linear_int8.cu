@@ -1,5 +1,6 @@
 // token_linear_int8.cu — the Mixer's int8 product across the patches, as the int8 plan defines it
-// (twin: int8_plan.Plan.product for a token_linear op; docs/int8-plan.md, "Linear layer"):
+// (twin: litenet.runtime.int8_plan.Plan.product for a token_linear op; docs/int8-plan.md, "Linear
+// layer"):
 //
 //   acc[j, n] = Σ_t W_q[j, t] · q[t, n]      int32, exact; n = b·d + c runs over N = B·d columns
 //   y[j, n]   = float32(acc) · m[j] + bias[j]   m[j] = float32(s_x · s_w[j]), each op rounded once
@@ -20,9 +21,8 @@
 // (64 patches: the Mixer's whole sum in one): the block first stages its 16 rows of the chunk's W in
 // shared memory, then each thread issues all 16 of its x loads at once and runs the chunk's 256
 // dp4a out of registers and broadcast shared reads — at a batch of 1 the kernel is two round trips
-// to memory, where loading W inside the dp4a loop made it a chain of them (12.5 µs a launch on an
-// H200, bench/results/gpu-mixer-2026-12-03.md "Sixth session"). Limits: N < 2³¹; exact for any T
-// (|acc| ≤ T·128·127).
+// to memory, where loading W inside the dp4a loop would make it a chain of them (docs/decisions.md,
+// "int8 runtime"). Limits: N < 2³¹; exact for any T (|acc| ≤ T·128·127).
 #include "infer_words.cuh"
 
 #define TL_OUTS 16  // output patches per block: 16 accumulators per thread, 4 output words

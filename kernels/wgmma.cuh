@@ -1,9 +1,9 @@
 // wgmma.cuh — Hopper's warpgroup product (wgmma.mma_async, sm_90a only): the one place LiteNet uses it.
 //
-// mma.sync (mma.cuh) is a warp's product of 16 × 8 × 16 from registers; on an H200 LiteNet's wide BF16
-// tile reached about 18 % of the tensor pipe with it (bench/results/gpu-mixer-2026-12-04.md): each k16
-// cost a warp 24 shared reads and 16 instructions, and one block of 8 warps a multiprocessor could not
-// hide their latency. wgmma is one asynchronous instruction for 4 warps (a warpgroup, warps 4g … 4g+3)
+// mma.sync (mma.cuh) is a warp's product of 16 × 8 × 16 from registers; with it the wide BF16 tile
+// keeps the tensor pipe less than a fifth busy (docs/decisions.md, "wgmma"): each k16 costs a warp 24
+// shared reads and 16 instructions, and one block of 8 warps a multiprocessor cannot hide their
+// latency. wgmma is one asynchronous instruction for 4 warps (a warpgroup, warps 4g … 4g+3)
 // that reads both operands straight from shared memory and keeps going while the threads stage the
 // next k step. What it needs:
 //

@@ -111,7 +111,7 @@ def _check_shared_model_settings(model) -> None:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """The optimisation recipe (SPEC.md's seed recipe by default)."""
+    """The optimisation recipe (docs/spec.md's seed recipe by default)."""
 
     epochs: int = 15
     batch_size: int = 64
@@ -393,7 +393,7 @@ def param_views(flat, model: AnyModel) -> dict[str, Any]:
 
 
 def init_params(model: AnyModel, seed: int, dtype=np.float32) -> np.ndarray:
-    """Seeded initialisation shared by every backend (SPEC.md).
+    """Seeded initialisation shared by every backend (docs/spec.md).
 
     Weights and biases: kaiming-uniform with a = √5, i.e. U(±1/√fan_in) (the gain √(2/(1+a²)) =
     √(1/3) times √(3/fan_in)); γ = 1, β = 0. The draws are made in float64 in layout order from one

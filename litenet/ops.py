@@ -20,18 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-GELU_C = 0.7978845608028654  # √(2/π), the tanh form's constant (SPEC.md rounds it to 0.79788456)
+GELU_C = 0.7978845608028654  # √(2/π), the tanh form's constant (docs/spec.md rounds it to 0.79788456)
 GELU_K = 0.044715
 IMAGE_SIDE = 32
 
 
 # Elementwise ops over large arrays run in two threads, each on half of the values, and each thread
 # walks its half in chunks of CHUNK_VALUES values: every step of a formula is a pass over its
-# arrays, and on a chunk those passes stay in the core's cache instead of going to memory (GELU on
-# litenet-mixer's 8.4 M values, a 2-core EPYC with 1 MiB of L2 per core: 15 → 8 ms forward, 22 → 9 ms
-# backward; chunks of 2^14 values were slower than none, 2^17 and 2^18 the best). NumPy releases the
-# GIL inside its loops, and every value is computed exactly as in one pass over the whole array
-# (same bits). PyTorch's CPU kernels, the peer of bench/bench_cpu*.py, use the cores the same way.
+# arrays, and on a chunk those passes stay in the core's cache instead of going to memory (GELU twice
+# as fast on litenet-mixer's 8.4 M values; 2^17 values, 512 KiB an array, suits a core with 1 MiB of
+# L2: docs/decisions.md, "CPU training"). NumPy releases the GIL inside its loops, and every value is
+# computed exactly as in one pass over the whole array (same bits). PyTorch's CPU kernels, the peer of bench/bench_cpu*.py, use the cores the same way.
 THREADS = max(1, min(2, os.cpu_count() or 1))
 MIN_SPLIT = 1 << 16  # below this many values a thread's start-up costs more than it saves
 CHUNK_VALUES = 1 << 17  # 512 KiB of float32 per array

@@ -3,7 +3,8 @@
 # user-mode emulation, LiteNet's runtime-only wheel installed there from PyPI's aarch64 wheels, and
 # `litenet-infer --json` on sample images compared with x86-64, for a Pi 4 (Cortex-A72) and a Pi 5
 # (Cortex-A76) profile. Correctness only: emulation says nothing about a Pi's speed.
-# Background: /work/shared/ARM-NOTES.md; results: bench/results/arm-<date>.md; docs/runtime.md.
+# Background: docs/runtime.md, "Raspberry Pi (arm64)"; results: bench/results/arm.md (this writes
+# bench/results/new/arm.md).
 #
 #   scripts/arm-check.sh                 # as root; MODEL=<folder> (default models/litenet-base)
 #   ARM_REFRESH=1 scripts/arm-check.sh   # rebuild the cached root file system
@@ -16,7 +17,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PY:-$REPO/.venv/bin/python}
 [[ "$PY" = /* ]] || PY=$PWD/$PY  # absolute (the runs below cd elsewhere), symlinks kept: a venv's python is one
 MODEL=$(realpath -m "${MODEL:-$REPO/models/litenet-base}")
-OUT=${OUT:-$REPO/bench/results/arm-$(date -u +%F).md}
+OUT=${OUT:-$REPO/bench/results/new/arm.md}
 CACHE=${ARM_CACHE:-/var/cache/litenet-arm}
 TARBALL=$CACHE/bookworm-arm64-base.tar.zst
 VENV=/opt/litenet  # inside the root file system

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "litenet"
-# The runtime alone is what a Raspberry Pi installs (CONVENTIONS.md): it may not reach these.
+# The runtime alone is what a Raspberry Pi installs (docs/conventions.md): it may not reach these.
 NOT_FOR_RUNTIME = ("litenet.train", "litenet.export", "litenet.insight")
 
 

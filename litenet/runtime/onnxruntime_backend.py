@@ -12,7 +12,7 @@ from litenet.runtime.model_files import MODEL_HINT, ModelFiles, not_an_onnx_mode
 
 # Batches up to this size run on one intra-op thread: a batch-1 LiteNet forward is a few
 # matrix-vector products of ~0.1 ms, too short for a second thread to pay for waking it
-# (bench/results/infer-cpu-*.md measures both).
+# (bench/results/cpu-inference.md measures both).
 SMALL_BATCH = 8
 
 

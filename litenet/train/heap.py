@@ -3,8 +3,8 @@
 A training step allocates the same large arrays every time (activations, gradients, the temporaries
 of each elementwise expression). glibc's malloc serves each allocation over 128 KiB–32 MiB with a
 fresh mmap and returns it to the kernel on free, so every step touches every page of them anew: one
-page fault per 4 KiB, most of a Mixer step's time on a 2-core CPU (litenet-mixer-cpu: 240 → 97 ms a
-step; bench/results/cpu-mixer-*.md). Serving them from the heap and keeping what is freed (up to
+page fault per 4 KiB, most of a Mixer step's time on a 2-core CPU (docs/decisions.md, "CPU
+training"). Serving them from the heap and keeping what is freed (up to
 2 GiB) makes a step reuse the pages of the last one. Nothing numerical changes. Elsewhere than glibc
 (macOS, musl) this does nothing.
 """

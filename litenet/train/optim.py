@@ -38,8 +38,8 @@ def sgd_momentum_update(params: np.ndarray, velocity: np.ndarray, grads: np.ndar
 
     `weight_decay` is a number, or an array like params (0 where a tensor does not decay).
     `scratch`, a buffer shaped like params, holds the products, so a trainer need not allocate two
-    parameter-sized temporaries every step (litenet-base on a 2-core EPYC: 2.9 instead of 3.2 ms per
-    update). Same numbers either way.
+    parameter-sized temporaries every step (a tenth of the update's time; docs/decisions.md, "CPU
+    training"). Same numbers either way.
     """
     scratch = np.empty_like(params) if scratch is None else scratch
     velocity *= velocity.dtype.type(momentum)

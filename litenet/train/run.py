@@ -16,8 +16,8 @@ from litenet.errors import UsageError
 from litenet.model import AnyModel, TrainConfig, load_preset, override_preset
 
 # What `litenet train` (and `make train`) trains when no preset is named: the Mixer, at the size for
-# the backend (litenet-mixer: 81 % in 40 epochs, 42 s of an H200; litenet-mixer-cpu: 63 % in about
-# 5 minutes of a 2-core CPU, where litenet-base's MLP gets 59 %). README.md, docs/mixer.md.
+# the backend, since it beats litenet-base's MLP on both in the same time (bench/results/gpu-mixer.md,
+# bench/results/cpu-training.md; README.md, docs/mixer.md).
 DEFAULT_PRESET = {"cuda": "litenet-mixer", "numpy": "litenet-mixer-cpu"}
 RUNS_DIR = Path("runs")  # a run's default parent: untracked in a checkout, never the shipped models/
 

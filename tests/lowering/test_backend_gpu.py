@@ -45,7 +45,9 @@ def test_reference_tier_at_the_presets_sizes(name):
 
 @pytest.mark.parametrize("plan", ["fused", "ops"])
 def test_200_fast_steps_match_the_numpy_backend(plan):
-    model, t = preset("litenet-seed")
+    """Cross-entropy: the margin loss's subgradient jumps where a hinge sits within rounding of zero, so
+    two float32 orders of summation may branch apart after ~140 steps (docs/decisions.md, "Tolerances")."""
+    model, t = preset("litenet-seed", loss="cross-entropy")
     a, b, _, _ = run_pair(model, t, device, count=200, n=200 * t.batch_size // 4, numpy_dtype=np.float32, plan=plan)
     np.testing.assert_allclose(a["loss"], b["loss"], rtol=2e-3, atol=2e-3)
 

@@ -72,7 +72,7 @@ def check_int8(backend, folder, images: np.ndarray, max_flip_fraction: float = 0
     out = {"images": len(images)}
     # ONNX Runtime rounds its own way on top of the plan (its dequantize multiplies acc by a scale
     # product it forms per call), so its flips add to the kernel's: it gets 2.5× the plan's allowance
-    # (H200, 2026-12-02: 3 flips vs ONNX Runtime in 1,000 images of a random litenet-base model, 2 vs the plan).
+    # (docs/decisions.md, "Tolerances").
     for name, want, allowance in (("plan", ref, 1.0), ("ort", ort, 2.5)):
         per_image = np.abs(got - want).max(axis=1)
         flips = int((per_image > plan_tolerance(want)).sum())

@@ -141,8 +141,8 @@ def test_settings_out_of_range_are_refused_naming_the_field_and_range():
 
 
 def test_a_checkpoint_from_before_a_new_setting_resumes(tmp_path):
-    """A checkpoint written before LiteNet had a setting (here `activations`, added 2026-12-03)
-    resumes: the missing setting reads as its default, which is what that run did."""
+    """A checkpoint written before LiteNet had a setting (here `activations`) resumes: the missing
+    setting reads as its default, which is what that run did."""
     make(tmp_path / "whole").run()
     make(tmp_path / "split", stop_after_steps=7).run()
     from litenet.train.checkpoint import save_checkpoint
