@@ -1,5 +1,5 @@
 // adamw.cu — AdamW over the flat parameter buffer, fused with the clip rule (twins:
-// litenet.train.reference.adamw_update after litenet.train.reference.grad_norm_clip).
+// litenet.train.optim.adamw_update after litenet.train.optim.grad_norm_clip).
 //
 //   adamw_update:  with s = the clip rule's scale from this step's ‖g_t‖² (grad_norm.cu), g ← s·g;
 //                  w ← w − lr·wd_i·w;  m ← β₁ m + (1 − β₁) g;  v ← β₂ v + (1 − β₂) g²;

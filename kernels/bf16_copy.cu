@@ -1,5 +1,6 @@
-// bf16_copy.cu — the BF16 copy of an fp32 buffer (twin: litenet.train.reference.bf16_copy), for the
-// wide BF16 products (gemm_wide.cuh), which read their operands as BF16.
+// bf16_copy.cu — the BF16 copy of an fp32 buffer (twin: fused_twins.bf16_copy (tests/cuda)), for the
+// wide BF16 products (gemm_wide.cuh), which read their operands as BF16; in training,
+// litenet.train.check_kernels holds the products that read the copies to their fp32 reference calls.
 //
 //   bf16_copy:  y[i] = x[i] rounded to BF16 (to nearest, ties to even), its 16 bits
 //

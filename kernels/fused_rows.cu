@@ -2,8 +2,9 @@
 // image in one launch — every residual block's forward, the head, the loss, and the whole
 // backward down to ∂h0 — with the rows held in shared memory and the weights read from L2/L1.
 // What the weight gradients need is written out for fused_weight_grads.cu; the launches between
-// ops (about 16 per step for one block) disappear. Twin: litenet.train.reference.fused_rows (composed from
-// linear_forward, gelu_forward, residual_layernorm_forward, the loss, and their backwards).
+// ops (about 16 per step for one block) disappear. Twin: fused_twins.fused_rows (tests/cuda), composed from
+// litenet.ops.linear_forward, litenet.ops.gelu_forward, litenet.ops.residual_layernorm_forward, the loss,
+// and their backwards.
 //
 //   per block i:  u = x W1 + b1;  a = GELU(u);  v = a W2 + b2;  y = LN(x + v)      (x ← y)
 //   head, loss:   z = y Wc + bc;  ℓ, ∂z (margin or cross-entropy; mean ℓ added to stats[0])

@@ -1,6 +1,6 @@
 // fused_weight_grads.cu — every parameter gradient of a step in one launch, from what
-// fused_rows.cu saved (twin: litenet.train.reference.fused_weight_grads, composed from embed_backward,
-// linear_backward and residual_layernorm_backward). A host-built job table gives each block one
+// fused_rows.cu saved (twin: fused_twins.fused_weight_grads (tests/cuda), composed from
+// litenet.ops.embed_backward, litenet.ops.linear_backward and litenet.ops.residual_layernorm_backward). A host-built job table gives each block one
 // output tile of one product; ‖g‖² of each tensor is added to the step's statistics row on the
 // way, so the optimiser needs no separate norm pass.
 //

@@ -1,5 +1,5 @@
 // grad_average.cu — the mean of the ranks' gradients, from the sum an all-reduce leaves in the
-// flat gradient buffer (twin: litenet.train.reference.grad_average). Data-parallel training only
+// flat gradient buffer (twin: litenet.train.optim.grad_average). Data-parallel training only
 // (docs/parallel.md): it runs after the NCCL all-reduce and before grad_norm_sq and the update.
 //
 //   grad_average:  g ← g · scale  (scale = 1/N for N ranks; ×1 leaves every bit as it is)

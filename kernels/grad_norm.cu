@@ -1,5 +1,5 @@
 // grad_norm.cu — the global gradient norm and the seed's clip rule, decided on the device
-// (twin: litenet.train.reference.grad_norm_clip, split in two launches here).
+// (twin: litenet.train.optim.grad_norm_clip, split in two launches here).
 //
 //   grad_norm_sq:   grad_sq[t] += Σ_{i in tensor t} g_i²  for the T tensors of the flat gradient
 //                   (offsets: T+1 ints, param_layout order), into the step's statistics row

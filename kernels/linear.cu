@@ -1,6 +1,6 @@
 // linear.cu — the linear layer y = x W + b (fc1, fc2, the head) and its three gradients
 // (twins: litenet.ops.linear_forward, litenet.ops.linear_backward, and
-// litenet.train.reference.linear_gelu_forward, which fuses GELU into the forward's epilogue).
+// fused_twins.linear_gelu_forward (tests/cuda), which fuses GELU into the forward's epilogue).
 //
 //   linear_forward:          y[b, o] = Σ_i x[b, i] W[i, o] + bias[o]          x: (B, n_in), W: (n_in, n_out)
 //   linear_gelu_forward:     u = x W + b and a = GELU(u), both written (the backward needs u)

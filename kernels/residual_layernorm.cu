@@ -1,6 +1,6 @@
 // residual_layernorm.cu — the residual join and LayerNorm over the d features
 // (twins: litenet.ops.residual_layernorm_forward, litenet.ops.residual_layernorm_backward, and
-// litenet.train.reference.residual_join for the two paths meeting on the way back).
+// fused_twins.residual_join (tests/cuda) for the two paths meeting on the way back).
 //
 //   residual_layernorm_forward:  s = x + v; n = (s − μ)·rstd; y = γ n + β      (writes y, n, rstd)
 //   layernorm_forward:           the same with s = x (the Mixer's LayerNorms; twin

@@ -102,7 +102,7 @@ __device__ void layernorm_row_backward(const float* dy, const float* nrm, float 
         layernorm_row_backward_v<1>(dy, nrm, rstd, gamma, d, [&](int j, float4 v) { storev<1>(ds + j, v); });
 }
 
-// A residual join of V elements (litenet.train.reference.residual_join): dx = s + m, the identity path's gradient s
+// A residual join of V elements (fused_twins.residual_join (tests/cuda)): dx = s + m, the identity path's gradient s
 // and the branch's m, with ‖s‖², ‖m‖², ⟨s, m⟩ added to sums[0 … 2].
 template <int V>
 __device__ __forceinline__ void join_v(float4 s, float4 m, float* dx, float (&sums)[3]) {

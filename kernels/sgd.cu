@@ -1,6 +1,6 @@
 // sgd.cu — SGD with momentum and weight decay over the flat parameter buffer, the last launch of
-// every training step (twins: litenet.train.reference.sgd_momentum_update, and
-// litenet.train.reference.sgd_clip_update = grad_norm_clip + sgd_momentum_update).
+// every training step (twins: litenet.train.optim.sgd_momentum_update, and
+// fused_twins.sgd_clip_update (tests/cuda) = grad_norm_clip + sgd_momentum_update).
 //
 //   sgd_momentum_update: g' = g + wd·w;  v ← μ v + g';  w ← w − lr·v     (PyTorch's convention)
 //   sgd_clip_update:     the same with g scaled by the clip rule (common.cuh clip_rule) read from

@@ -57,10 +57,10 @@ def resolves(dotted: str, root: Path = ROOT) -> bool:
 
 def test_the_resolver_tells_a_moved_function_from_a_present_one():
     assert resolves("litenet.ops.linear_forward")
-    assert resolves("litenet.train.reference.adamw_update")
+    assert resolves("litenet.train.optim.adamw_update")
     assert resolves("litenet.runtime.int8_plan.Plan.product")
     assert resolves("litenet.ops")
-    assert not resolves("litenet.train.reference.linear_forward")  # moved to litenet.ops
+    assert not resolves("litenet.train.optim.linear_forward")  # lives in litenet.ops
     assert not resolves("litenet.ops.no_such_function")
     assert not resolves("litenet.no_such_module.forward")
 
