@@ -58,8 +58,9 @@ def frame_of(image: np.ndarray) -> np.ndarray:
 def write_clip(path: str | Path, images: np.ndarray, hold: int = 3, fps: float = 30.0, fourcc: str | None = None) -> int:
     """Write each image for `hold` frames; returns the frame count. FourCC by suffix unless given:
     .avi FFV1 (lossless), anything else mp4v."""
-    import cv2
+    from litenet.runtime.video_source import import_cv2
 
+    cv2 = import_cv2()  # quiet: OpenCV reads its log settings once, at its first use
     fourcc = fourcc or ("FFV1" if str(path).endswith(".avi") else "mp4v")
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (WIDTH, HEIGHT))
     if not writer.isOpened():

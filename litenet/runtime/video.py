@@ -263,8 +263,9 @@ class Pipeline:
     # --- time ----------------------------------------------------------------------------------------
 
     def _time(self, index: int, arrived: float) -> float:
-        """A frame's time: its number over the frame rate, or where the source states none, when it arrived."""
-        return index / self.fps if self.fps else arrived - self.start
+        """A frame's time: a file's frame number over its frame rate; a live source's arrival since the start
+        (the rate a camera or stream states is a nominal one)."""
+        return index / self.fps if self.fps and not self.spec.live else arrived - self.start
 
     def _wait_until(self, due: float) -> None:
         delay = due - self.clock()

@@ -46,30 +46,40 @@ def corrupted(src: Path, dst: Path, at: float = 0.5, length: int = 3000) -> Path
 
 
 class DroppingServer:
-    """Serves one file over HTTP on 127.0.0.1; the first request gets only `keep` of it, then the
-    connection is shut (a stream that drops); later requests get all of it."""
+    """An MJPEG stream over HTTP on 127.0.0.1 (multipart JPEGs, as IP cameras serve them) that drops:
+    the first connection sends the first `cut` frames and is shut, the second sends the rest and is
+    shut too, and later requests are refused (404) — a camera that comes back once, then goes away."""
 
-    def __init__(self, payload: bytes, keep: float = 0.5):
-        self.payload, self.keep, self.requests = payload, keep, 0
+    def __init__(self, frames: list[np.ndarray], cut: int):
+        from litenet.runtime.video_source import import_cv2
+
+        cv2 = import_cv2()
+        self.jpegs = [cv2.imencode(".jpg", f, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes() for f in frames]
+        self.cut, self.requests = cut, 0
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
                 outer.requests += 1
+                if outer.requests > 2:
+                    self.send_error(404)
+                    return
                 self.send_response(200)
-                self.send_header("Content-Type", "video/x-msvideo")
+                self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
                 self.end_headers()
-                cut = outer.requests == 1
-                self.wfile.write(outer.payload[:int(len(outer.payload) * outer.keep)] if cut else outer.payload)
+                part = outer.jpegs[:outer.cut] if outer.requests == 1 else outer.jpegs[outer.cut:]
+                for jpeg in part:
+                    self.wfile.write(b"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: %d\r\n\r\n" % len(jpeg)
+                                     + jpeg + b"\r\n")
                 self.wfile.flush()
-                if cut:
-                    self.connection.shutdown(2)
+                self.connection.shutdown(2)
 
             def log_message(self, *args):
                 pass
 
-        self.server = socketserver.TCPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/clip.avi"
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/stream.mjpg"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def __enter__(self):
