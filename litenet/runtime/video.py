@@ -80,7 +80,7 @@ class Pipeline:
         self.writer = None
         self.shape = None
         self.last_label = ""
-        self.late, self.max_lag = 0, 0.0
+        self.late, self.max_lag, self.end_lag = 0, 0.0, 0.0
         self.pool = None
         if options.threads > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -134,12 +134,14 @@ class Pipeline:
         return lambda: signal.signal(signal.SIGINT, previous)
 
     def warm_up(self) -> None:
-        """One call at batch 1 and one at --batch-size before the clock starts: a backend's first call at
-        a size (ONNX Runtime's first run, a CUDA plan and its graph) is set-up, not the stream's pace."""
+        """Two calls at batch 1 and two at --batch-size before the clock starts: a backend's first calls at
+        a size (ONNX Runtime's first run; LiteNet CUDA's plan, then its graph capture) are set-up, not the
+        stream's pace."""
         import numpy as np
 
         for size in dict.fromkeys((1, self.o.batch_size)):
-            self.backend.predict(np.zeros((size, framelib.SIZE, framelib.SIZE, 3), np.uint8))
+            for _ in range(2):
+                self.backend.predict(np.zeros((size, framelib.SIZE, framelib.SIZE, 3), np.uint8))
 
     def _stream(self, start: float) -> None:
         batch, pending, last_read = [], [], 0.0
@@ -281,6 +283,7 @@ class Pipeline:
             lag = now - (start + index / self.fps)
             self.max_lag = max(self.max_lag, lag)
             self.late += lag > allowed
+        self.end_lag = lag  # at the end of the run: whether a backlog was left
 
     # --- the end -------------------------------------------------------------------------------------
 
@@ -296,8 +299,9 @@ class Pipeline:
                   "fps": (self.classified if self.o.predecode else frames) / wall if wall > 0 else 0.0,
                   "classify_fps": self.classified / busy if busy > 0 else 0.0,
                   "cpu_s": cpu, "cpu_cores": cpu / wall if wall > 0 else 0.0, "stages": stages,
-                  "realtime": {"fps": self.fps, "late_frames": self.late, "max_lag_ms": 1e3 * self.max_lag}
-                  if self.o.realtime else None,
+                  "cpu_ms_per_frame": 1e3 * cpu / frames if frames else 0.0,
+                  "realtime": {"fps": self.fps, "late_frames": self.late, "max_lag_ms": 1e3 * self.max_lag,
+                               "end_lag_ms": 1e3 * self.end_lag} if self.o.realtime else None,
                   "backend": self.backend.name, "precision": self.precision, "model": self.model,
                   "batch_size": self.o.batch_size, "max_latency_ms": self.o.max_latency_ms, "every": self.o.every,
                   "threads": self.o.threads, "out": self.o.out}

@@ -64,12 +64,12 @@ def summary_lines(s: dict) -> list[str]:
              f"  decode {_stage(st['decode'])} · resize {_stage(st['resize'])} · inference {_stage(st['inference'])} "
              f"({s['backend']} {s['precision']}, batches of {st['inference']['mean_batch']:.1f} on average) · "
              f"output {_stage(st['output'])}",
-             f"  CPU {s['cpu_s']:.2f} s over {s['wall_s']:.2f} s = {s['cpu_cores']:.2f} cores; "
-             f"{s['failed']} frames undecodable, {s['drops']} drops"]
+             f"  CPU {s['cpu_s']:.2f} s over {s['wall_s']:.2f} s = {s['cpu_cores']:.2f} cores "
+             f"({s['cpu_ms_per_frame']:.2f} ms a frame); {s['failed']} frames undecodable, {s['drops']} drops"]
     if s["realtime"]:
         r = s["realtime"]
-        lines.append(f"  paced at {r['fps']:g} frames/s: {r['late_frames']} frames finished after the next was due, "
-                     f"largest lag {r['max_lag_ms']:.1f} ms")
+        lines.append(f"  paced at {r['fps']:g} frames/s: {r['late_frames']} frames late (beyond --max-latency and a "
+                     f"frame), largest lag {r['max_lag_ms']:.1f} ms, at the end {r['end_lag_ms']:.1f} ms")
     return lines
 
 

@@ -25,7 +25,7 @@ cv2 = pytest.importorskip("cv2")
 FRAME_KEYS = {"schema", "type", "source", "frame", "time_s", "class", "index", "score", "topk", "logits", "backend",
               "precision", "model", "batch", "latency_ms"}
 SUMMARY_KEYS = {"schema", "type", "source", "frames", "classified", "failed", "drops", "ended_early", "interrupted",
-                "predecoded", "wall_s", "fps", "classify_fps", "cpu_s", "cpu_cores", "stages", "realtime", "backend",
+                "predecoded", "wall_s", "fps", "classify_fps", "cpu_s", "cpu_cores", "cpu_ms_per_frame", "stages", "realtime", "backend",
                 "precision", "model", "batch_size", "max_latency_ms", "every", "threads", "out"}
 
 
