@@ -12,7 +12,7 @@ at the end — JSON Lines with --json (schema litenet-video/1, docs/runtime.md),
 
 from __future__ import annotations
 
-import json
+from litenet.runtime.records import to_json  # noqa: F401 - one JSON writer for both schemas
 
 SCHEMA = "litenet-video/1"
 
@@ -41,10 +41,6 @@ def frame_records(source: str, frames: list[int], times: list[float], logits, cl
 
 def error_record(source: str, message: str) -> dict:
     return {"schema": SCHEMA, "type": "error", "source": source, "error": message}
-
-
-def to_json(record: dict) -> str:
-    return json.dumps(record, ensure_ascii=False, allow_nan=False)
 
 
 def frame_line(record: dict) -> str:

@@ -15,6 +15,7 @@ from litenet.runtime import bench
 from litenet.runtime.backends import BACKENDS
 from litenet.runtime.model_files import ModelFiles
 
+from runtime_fixtures import PI_BLOCKED, pi_install_script
 from video_fixtures import REPO
 
 ROW_KEYS = {"backend", "precision", "threads", "batch", "min_ms", "median_ms", "mean_ms", "p99_ms", "max_ms",
@@ -137,25 +138,8 @@ def test_a_model_that_cannot_run_anywhere_is_one_line(capsys, model_dir, tmp_pat
     assert code == 1 and len(err.splitlines()) == 1 and "no such model file or folder" in err
 
 
-BLOCKER = """
-import sys
-BLOCKED = ("litenet.train", "litenet.export", "litenet.insight", "onnx", "cupy", "tqdm", "matplotlib", "safetensors",
-           "torch", "cv2")
-
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name != "onnxruntime" and not name.startswith("onnxruntime.") and any(
-                name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ImportError(f"{name} is blocked: the Raspberry Pi install does not have it")
-        return None
-
-sys.meta_path.insert(0, Block())
-from litenet.cli import main
-code = main(sys.argv[1:])
-loaded = sorted(m for m in sys.modules if any(m == b or m.startswith(b + ".") for b in BLOCKED))
-assert not loaded, loaded
-sys.exit(code)
-"""
+# The Pi's install, and no OpenCV either (the video extra): bench-infer needs neither.
+BLOCKER = pi_install_script("litenet.cli", PI_BLOCKED + ("litenet.insight", "cv2"))
 
 
 def test_runs_on_the_runtime_only_install(model_dir, tmp_path):
