@@ -144,36 +144,36 @@ class Pipeline:
                 self.backend.predict(np.zeros((size, framelib.SIZE, framelib.SIZE, 3), np.uint8))
 
     def _stream(self, start: float) -> None:
-        batch, pending, last_read = [], [], 0.0
-        try:
-            while not self.stop and (self.o.max_frames is None or self.reader.index < self.o.max_frames):
-                wanted = self.reader.index % self.o.every == 0
-                if self.o.realtime:
-                    self._wait_until(start + self.reader.index / self.fps)
-                t0 = self.clock()
-                got = self.reader.next_frame(decode=wanted or self.o.out is not None)
-                last_read = self.clock() - t0
-                if got is None:
-                    break
-                index, frame = got
-                self.stages.add("decode", last_read, 1)
-                self._seen(frame)
-                arrived = self.clock()
-                if index % self.o.every == 0:
-                    batch.append((index, frame, arrived))
-                pending.append((index, frame))
-                if batch and (len(batch) >= self.o.batch_size or
-                              self.clock() - batch[0][2] + last_read >= self.o.max_latency_ms / 1e3):
-                    todo, batch, pending = (batch, pending), [], []
-                    self._classify(*todo)
-                    if self.o.realtime:
-                        self._lag(start, todo[0])
-                elif not batch:
-                    todo, pending = pending, []
-                    self._write(todo)
-        finally:  # also on Ctrl-C: the frames in hand are classified and written before the summary
-            if batch or pending:
+        batch, pending = [], []
+        while not self.stop and (self.o.max_frames is None or self.reader.index < self.o.max_frames):
+            wanted = self.reader.index % self.o.every == 0
+            if self.o.realtime:
+                self._wait_until(start + self.reader.index / self.fps)
+            t0 = self.clock()
+            got = self.reader.next_frame(decode=wanted or self.o.out is not None)
+            last_read = self.clock() - t0
+            if got is None:
+                break
+            index, frame = got
+            self.stages.add("decode", last_read, 1)
+            self._seen(frame)
+            arrived = self.clock()
+            if index % self.o.every == 0:
+                batch.append((index, frame, arrived))
+            pending.append((index, frame))
+            # send the batch when full, or when the next read (taken to last as long as this one)
+            # would keep its first frame past the latency budget
+            if batch and (len(batch) >= self.o.batch_size or
+                          self.clock() - batch[0][2] + last_read >= self.o.max_latency_ms / 1e3):
                 self._classify(batch, pending)
+                if self.o.realtime:
+                    self._lag(start, batch)
+                batch, pending = [], []
+            elif not batch:
+                self._write(pending)
+                pending = []
+        if batch or pending:  # the end, or the first Ctrl-C: the frames in hand are finished
+            self._classify(batch, pending)
 
     def _decode_all(self) -> list:
         """Every frame (to --max-frames) decoded into memory, after checking that they fit."""
@@ -183,14 +183,15 @@ class Pipeline:
             return []
         self._seen(first[1])
         frames = [(*first, self.clock())]
-        total = self.o.max_frames if self.o.max_frames is not None else self.reader.total
-        if total is None:
+        known = [n for n in (self.o.max_frames, self.reader.total) if n is not None]
+        if not known:
             raise VideoError(f"{self.spec.text}: --predecode needs --max-frames for a source of unknown length")
+        total = min(known)
         need = total * first[1].nbytes
         free = available_memory()
         if free is not None and need > free // 2:
-            raise VideoError(f"{self.spec.text}: --predecode would hold {need / 2**30:.1f} GiB of frames, more than "
-                             f"half the memory available ({free / 2**30:.1f} GiB); lower --max-frames")
+            raise VideoError(f"{self.spec.text}: --predecode would hold {need / 2**20:,.0f} MiB of frames, more than "
+                             f"half the memory available ({free / 2**20:,.0f} MiB); lower --max-frames")
         while not self.stop and len(frames) < total and (got := self.reader.next_frame()) is not None:
             frames.append((*got, self.clock()))
         self.stages.add("decode", self.clock() - t0, len(frames))

@@ -182,3 +182,12 @@ def test_ctrl_c_stops_cleanly_with_a_summary(lossless_clip, tmp_path):
     assert "classified" in err and classified < 24
     cap = cv2.VideoCapture(str(out))  # finalised: readable, with the frames read before the stop
     assert cap.isOpened() and cap.get(cv2.CAP_PROP_FRAME_COUNT) >= classified
+
+
+def test_predecode_checks_memory_before_holding_frames(capsys, lossless_clip, monkeypatch):
+    monkeypatch.setattr("litenet.runtime.video.available_memory", lambda: 10 * 640 * 480 * 3)  # room for 5 frames
+    code, rows, err = video(capsys, lossless_clip, "--model", SHIPPED, "--predecode")
+    assert code == 1 and rows[0]["type"] == "error" and len(frames_of(rows)) == 0
+    assert err.count("\n") == 1 and "--predecode would hold 21 MiB of frames, more than half the memory available (9 MiB)" in err and "lower --max-frames" in err
+    code, rows, _ = video(capsys, lossless_clip, "--model", SHIPPED, "--predecode", "--max-frames", "4")
+    assert code == 0 and len(frames_of(rows)) == 4
