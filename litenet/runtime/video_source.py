@@ -102,6 +102,8 @@ class OpenCVCapture:
             return f"camera {text}: cannot be opened (no such camera, or it is busy)"
         if kind == "stream":
             return f"{text}: the stream cannot be opened (unreachable, refused, or not a video)"
+        if not os.access(text, os.R_OK):
+            return f"{text}: permission denied"
         size = Path(text).stat().st_size
         return (f"{text}: not a video OpenCV can decode ({'empty file' if size == 0 else f'{size:,} bytes'}; "
                 "damaged, truncated before its index, or not a video at all)")
