@@ -99,7 +99,10 @@ def render(raw: Path, page: Path) -> str:
              f"Clip: {session['clip']['seconds']:g} s, 640 × 480 at 30 fps, mp4v, {session['clip']['images']} images, "
              f"each shown for 3 frames (`{session['clip']['command']}`). Stages per frame; frames/s is the whole "
              "run's rate (for pre-decoded frames: of their classification, decode apart in its column). CPU cores: "
-             "the process's CPU time over the run's wall time.", "", *video_table(videos), "", "Commands:", ""]
+             "the process's CPU time over the run's wall time.", "", *video_table(videos), "",
+             "A paced frame (realtime, batch 1) takes longer to infer than bench-infer's back-to-back calls: "
+             "between frames the process sleeps a frame interval, and the next call starts on cold caches "
+             "(seen, not profiled).", "", "Commands:", ""]
     lines += [f"- {name}: `{v['command']}`" for name, v in videos.items()]
     lines += ["", "## bench-infer's own overhead", "",
               "`python bench/bench_infer_overhead.py`: medians of interleaved rounds, ONNX Runtime, 1 thread.", "",
