@@ -171,7 +171,7 @@ arm-check: $(call extras,train) data  ## (root; 4 min, 20 the first time) the Ra
 	MODEL=$(if $(MODEL),$(MODEL),models/$(SHIP_PRESET)) PY=$(PY) scripts/arm-check.sh
 
 .PHONY: bench-infer-tool
-bench-infer-tool: $(call extras,video)  ## (~3 min) litenet bench-infer and litenet-infer --video on a 640x480 30 fps test clip here, targets checked, into bench/results/infer-bench-cpu.md (GPU machine: bench/infer_tool_session.sh)
+bench-infer-tool: $(call extras,video)  ## (~1 min) litenet bench-infer and litenet-infer --video on a 640x480 30 fps test clip here, targets checked, into bench/results/infer-bench-cpu.md (GPU machine: bench/infer_tool_session.sh)
 	$(PY) bench/infer_tool_session.py --raw bench/results/infer-bench-cpu --page bench/results/infer-bench-cpu.md
 
 # --- Inference GPU --- (litenet/runtime/cuda_*.py, kernels/infer_*.cu; docs/runtime.md "CUDA backend")
