@@ -41,7 +41,7 @@ $(VENV)/bin/python:
 $(VENV)/.extra-%: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e ".[$*]"
 	@touch $@ $(foreach e,$(includes_$*),$(VENV)/.extra-$(e))
-includes_dev := train export
+includes_dev := train export video
 extras = $(foreach e,$(1),$(VENV)/.extra-$(e))
 
 .PHONY: install
@@ -173,6 +173,10 @@ bench-infer-cpu: $(call extras,train export) data  ## time ONNX Runtime fp32/int
 .PHONY: arm-check
 arm-check: $(call extras,train) data  ## (root; 4 min, 20 the first time) the Raspberry Pi path under qemu: arm64 Debian, runtime wheel from PyPI, Pi 4 + Pi 5 vs x86-64
 	MODEL=$(if $(MODEL),$(MODEL),models/$(SHIP_PRESET)) PY=$(PY) scripts/arm-check.sh
+
+.PHONY: bench-infer-tool
+bench-infer-tool: $(call extras,video)  ## (~1 min) litenet bench-infer and litenet-infer --video on a 640x480 30 fps test clip here, targets checked, into bench/results/infer-bench-cpu.md (GPU machine: bench/infer_tool_session.sh)
+	$(PY) bench/infer_tool_session.py --raw bench/results/infer-bench-cpu --page bench/results/infer-bench-cpu.md
 
 # --- Inference GPU --- (litenet/runtime/cuda_*.py, kernels/infer_*.cu; docs/runtime.md "CUDA backend")
 INFER_MODELS ?= models/$(SHIP_PRESET)

@@ -44,6 +44,9 @@ COMMANDS = {
     "init-compare": Command("litenet.insight.init_compare",
                             "N(0, 1) vs kaiming-uniform embedding: early gradient norms (seed 5.2)",
                             "train", ("tqdm",)),
+    # The runtime's own: it runs on the runtime-only install (a Raspberry Pi's), like litenet-infer.
+    "bench-infer": Command("litenet.runtime.bench_cli",
+                           "time a model on every backend and precision this machine has (latency table, --json)"),
 }
 
 
@@ -58,7 +61,7 @@ def missing_extra(name: str) -> str | None:
 
 
 def build_parser(command: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="litenet", description="LiteNet: train, export and inspect.")
+    parser = argparse.ArgumentParser(prog="litenet", description="LiteNet: train, export, inspect and benchmark.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, spec in COMMANDS.items():
         sp = sub.add_parser(name, help=spec.help, description=spec.help)

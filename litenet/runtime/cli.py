@@ -1,8 +1,10 @@
-"""`litenet-infer IMAGE...`: classify images with the best backend this machine has (docs/runtime.md).
+"""`litenet-infer IMAGE...` or `litenet-infer --video SOURCE`: classify images, or the frames of a
+video file, stream or camera, with the best backend this machine has (docs/runtime.md).
 
-Exit status: 0 every image classified; 1 at least one input could not be read (the others were
-still classified); 2 bad command line; 3 no image classified because the model or the backend is
-unusable; 130 interrupted.
+Exit status: 0 every image (frame) classified; 1 at least one input could not be read (the others
+were still classified; for a video: the source cannot be opened, a frame did not decode, the stream
+dropped); 2 bad command line; 3 nothing classified because the model or the backend is unusable, or
+the video extra is missing; 130 interrupted (a video run still prints its summary).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Classify images with a LiteNet model (CIFAR-10 classes).",
                                 epilog="Exit status: 0 all classified, 1 some inputs failed, 2 bad usage, "
                                        "3 model or backend unusable. Schema of --json: docs/runtime.md.")
-    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files, folders (their images) or glob patterns")
+    p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders (their images) or glob patterns")
     p.add_argument("--model", metavar="DIR|FILE",
                    help="model folder (litenet train + export) or one model file (default: the shipped litenet-base)")
     p.add_argument("--backend", default="auto", choices=["auto", *BACKENDS],
@@ -34,11 +36,37 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fp32 (default) or int8; a single int8 model file implies int8")
     p.add_argument("--topk", type=int, default=1, metavar="K", help="show the K best classes (default 1)")
     p.add_argument("--json", action="store_true", help="one JSON object per image (schema litenet-infer/1)")
-    p.add_argument("--batch-size", type=int, default=64, metavar="N", help="images per forward pass (default 64)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="images per forward pass (default 64); with --video the most frames a batch holds (default 16)")
     p.add_argument("--threads", type=int, metavar="N",
-                   help="ONNX Runtime intra-op threads (default: 1 for batches ≤ 8, else the physical cores)")
+                   help="ONNX Runtime intra-op threads (default: 1 for batches ≤ 8, else the physical cores; "
+                        "with --video 1)")
     p.add_argument("--verbose", action="store_true", help="say which backend was chosen and why, and the timings")
+    add_video_arguments(p)
     return p
+
+
+def add_video_arguments(p: argparse.ArgumentParser) -> None:
+    """The --video flags (the video extra: pip install 'litenet[video]')."""
+    from litenet.runtime.video import VideoOptions
+
+    d = VideoOptions()
+    g = p.add_argument_group("video", "classify a video instead of images (needs the video extra: "
+                                      "pip install 'litenet[video]'); schema of --json: litenet-video/1")
+    g.add_argument("--video", metavar="SOURCE",
+                   help="a video file, a stream URL (rtsp://, http://), a camera index (0) or picamera2[:N] on a Pi")
+    g.add_argument("--every", type=int, default=d.every, metavar="N", help="classify every Nth frame (default 1)")
+    g.add_argument("--out", metavar="FILE.mp4", help="write the frames with the label and score drawn on them")
+    g.add_argument("--max-latency", type=float, default=d.max_latency_ms, metavar="MS",
+                   help="send a batch before its first frame has waited this long (default %(default)g; 0: batch 1)")
+    g.add_argument("--realtime", action="store_true", help="pace a file at its frame rate, as a camera delivers it")
+    g.add_argument("--predecode", action="store_true",
+                   help="decode the whole clip first, then time the classification of frames in memory")
+    g.add_argument("--max-frames", type=int, metavar="N", help="stop after N frames")
+    g.add_argument("--video-threads", type=int, default=d.threads, metavar="N",
+                   help="threads that decode and resize frames (default 1: the whole pipeline on one core)")
+    g.add_argument("--reconnects", type=int, default=d.reconnects, metavar="N",
+                   help="reopen a dropped stream or camera up to N times (default %(default)s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,12 +89,17 @@ def _main(argv: list[str] | None) -> int:
     # NumPy does no matrix work here (ONNX Runtime or the GPU does), and an idle OpenBLAS pool
     # costs ~0.1 s of CPU to start and stop: a fifth of this command's start-up budget.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    args = build_parser().parse_args(argv)
-    if args.topk < 1 or args.batch_size < 1 or (args.threads is not None and args.threads < 1):
-        print(f"{PROG}: error: --topk, --batch-size and --threads must be at least 1", file=sys.stderr)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = usage_problem(args)
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     log = (lambda line: print(f"{PROG}: {line}", file=sys.stderr)) if args.verbose else (lambda line: None)
     try:
+        if args.video is not None:
+            from litenet.runtime.video_cli import run_video
+            return run_video(args, log)
         return run(args, log)
     except LiteNetError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -79,6 +112,29 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_SOME_FAILED
 
 
+def usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line beyond what argparse checks, or None."""
+    if args.video is None and not args.images:
+        return "give at least one IMAGE, or --video SOURCE"
+    if args.video is not None and args.images:
+        return "give images or --video SOURCE, not both"
+    counts = {"--topk": args.topk, "--batch-size": args.batch_size, "--threads": args.threads, "--every": args.every,
+              "--max-frames": args.max_frames, "--video-threads": args.video_threads}
+    low = [name for name, value in counts.items() if value is not None and value < 1]
+    if low:
+        return f"{', '.join(low)} must be at least 1"
+    if args.max_latency < 0 or args.reconnects < 0:
+        return "--max-latency and --reconnects must be at least 0"
+    if args.video is None:
+        given = [f for f, v in (("--out", args.out), ("--realtime", args.realtime), ("--predecode", args.predecode),
+                                ("--max-frames", args.max_frames)) if v]
+        if given:
+            return f"{', '.join(given)} only go with --video"
+    elif args.realtime and args.predecode:
+        return "--realtime paces decoding and --predecode decodes first: choose one"
+    return None
+
+
 def run(args: argparse.Namespace, log) -> int:
     """Locate the model, choose and open the backend, classify every input in batches, print the records."""
     from litenet.runtime.backends import choose
@@ -86,6 +142,7 @@ def run(args: argparse.Namespace, log) -> int:
     from litenet.runtime.model_files import ModelFiles
 
     t0 = time.perf_counter()
+    args.batch_size = args.batch_size or 64
     inputs = expand_inputs(args.images)
     model = ModelFiles.locate(args.model)
     precision = args.precision or model.default_precision()

@@ -49,3 +49,31 @@ def png_folder(tmp_path, test_images) -> Path:
     for i in range(5):
         Image.fromarray(test_images[i]).save(folder / f"good_{i}.png")
     return folder
+
+
+# --- video clips (the --video tests; OpenCV writes them) ---------------------------------------------
+
+@pytest.fixture(scope="session")
+def clip_source():
+    """12 CIFAR-10 test images and their labels (seeded random images and None without the data set)."""
+    from video_fixtures import clip_images
+
+    return clip_images(12)
+
+
+@pytest.fixture(scope="session")
+def lossless_clip(tmp_path_factory, clip_source) -> Path:
+    """FFV1 (lossless) .avi, 640 × 480 at 30 fps: each of clip_source's images for 2 frames (24 frames)."""
+    pytest.importorskip("cv2")
+    from video_fixtures import write
+
+    return write(tmp_path_factory.mktemp("clips") / "cifar.avi", clip_source[0], hold=2)
+
+
+@pytest.fixture(scope="session")
+def mp4_clip(tmp_path_factory) -> Path:
+    """mp4v .mp4, 640 × 480 at 30 fps, 2 s: 30 images for 2 frames each."""
+    pytest.importorskip("cv2")
+    from video_fixtures import clip_images, write
+
+    return write(tmp_path_factory.mktemp("clips") / "clip.mp4", clip_images(30)[0], hold=2)

@@ -16,6 +16,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "export"))
 import export_fixtures as fx  # noqa: E402,F401
 
 EXPORTED = ("full-shift", "seed-like", "mixer-8")
+# What a Raspberry Pi's runtime-only install does not have.
+PI_BLOCKED = ("litenet.train", "litenet.export", "onnx", "cupy", "tqdm", "matplotlib", "safetensors", "torch")
+
+
+def pi_install_script(entry: str, blocked: tuple[str, ...] = PI_BLOCKED) -> str:
+    """Python code (for `python -c CODE ARGS...`) that runs `entry`.main(ARGS) with `blocked` made
+    unimportable, asserts that none of them was loaded, and exits with main's status."""
+    return f"""
+import sys
+BLOCKED = {blocked!r}
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name != "onnxruntime" and not name.startswith("onnxruntime.") and any(
+                name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ImportError(f"{{name}} is blocked: the Raspberry Pi install does not have it")
+        return None
+
+sys.meta_path.insert(0, Block())
+from {entry} import main
+code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if any(m == b or m.startswith(b + ".") for b in BLOCKED))
+assert not loaded, loaded
+sys.exit(code)
+"""
 
 
 def png_bytes(img) -> bytes:

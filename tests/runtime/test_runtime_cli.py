@@ -17,7 +17,7 @@ from litenet.runtime import cli, records
 from litenet.runtime.model_files import ModelFiles
 from litenet.runtime.onnxruntime_backend import OnnxRuntimeInference
 
-from runtime_fixtures import bomb_png, fx, png_bytes
+from runtime_fixtures import bomb_png, fx, pi_install_script, png_bytes
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD_KEYS = {"schema", "image", "ok", "class", "index", "score", "topk", "logits", "backend", "precision",
@@ -153,24 +153,7 @@ def test_nothing_readable(capsys, model_dir, tmp_path):
 
 # --- the Raspberry Pi install: no trainer, exporter, onnx, CuPy, tqdm or matplotlib -----------------
 
-BLOCKER = """
-import sys
-BLOCKED = ("litenet.train", "litenet.export", "onnx", "cupy", "tqdm", "matplotlib", "safetensors", "torch")
-
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name != "onnxruntime" and not name.startswith("onnxruntime.") and any(
-                name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ImportError(f"{name} is blocked: the Raspberry Pi install does not have it")
-        return None
-
-sys.meta_path.insert(0, Block())
-from litenet.runtime.cli import main
-code = main(sys.argv[1:])
-loaded = sorted(m for m in sys.modules if any(m == b or m.startswith(b + ".") for b in BLOCKED))
-assert not loaded, loaded
-sys.exit(code)
-"""
+BLOCKER = pi_install_script("litenet.runtime.cli")
 
 
 def test_runs_without_trainer_exporter_onnx_cupy(model_dir, png_folder, tmp_path):
