@@ -33,9 +33,16 @@ BACKENDS = {
 }
 
 
+# The families whose networks the CUDA backend trains; a layer list ("layers") trains with NumPy.
+CUDA_FAMILIES = ("mlp", "mixer")
+
+
 def cuda_backend(model, train, params, **options):
     """The CUDA backend of the model's family: the MLP's (litenet/train/cuda/backend.py) or the Mixer's
     (litenet/train/cuda/mixer_backend.py); both have the methods listed above."""
+    if model.family not in CUDA_FAMILIES:
+        raise UsageError(f"the CUDA backend trains the {' and '.join(CUDA_FAMILIES)} families; a network of the "
+                         f"{model.family} family trains with --backend numpy")
     if model.family == "mixer":
         from litenet.train.cuda.mixer_backend import MixerCudaBackend
         return MixerCudaBackend(model, train, params, **options)
@@ -70,11 +77,12 @@ def cuda_unavailable_reason() -> str | None:
     return None if count > 0 else "no GPU found"
 
 
-def choose_backend(name: str) -> str:
-    """Resolve `auto` to cuda where a GPU is usable, else numpy with a one-line notice."""
+def choose_backend(name: str, family: str | None = None) -> str:
+    """Resolve `auto` to cuda where a GPU is usable and trains the model's family, else numpy with a one-line notice."""
     if name != "auto":
         return name
-    reason = cuda_unavailable_reason()
+    reason = (f"the CUDA backend does not train the {family} family" if family not in (None, *CUDA_FAMILIES)
+              else cuda_unavailable_reason())
     if reason is None:
         return "cuda"
     print(f"litenet: using the NumPy backend ({reason})", file=sys.stderr)
