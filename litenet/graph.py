@@ -19,6 +19,7 @@ the ops' maths is litenet.ops.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 
 from litenet.layers import Layer, LayerError, check, first_problem, label, layer
@@ -216,6 +217,28 @@ def layer_spans(layers, classes: int, ln_eps: float) -> list[tuple[Op, ...]]:
 def layer_ops(layers, classes: int, ln_eps: float) -> tuple[Op, ...]:
     """The op list of a layer list (every backend, exporter and viewer walks it)."""
     return tuple(op for span in layer_spans(layers, classes, ln_eps) for op in span)
+
+
+# Floating-point operations per output value of the ops without a weight matrix (a multiply-add counts 2):
+# what the parameter count leaves out of a network's cost. Rough for GELU (tanh counted as one).
+ELEMENTWISE_FLOPS = {"pixel_rows": 1, "patches": 2, "gelu": 8, "residual": 1, "layernorm": 7}
+
+
+def flops_per_image(ops: tuple[Op, ...]) -> dict[str, int]:
+    """op name → its forward's floating-point operations for one image: 2·n_in (+ 1 for the bias) per
+    output value of a product (over the channels or over the patches alike), one addition per input
+    value for the mean over the patches, ELEMENTWISE_FLOPS per output value otherwise."""
+    sizes = {op.name: math.prod(op.shape) for op in ops}
+    out = {}
+    for op in ops:
+        if op.kind in PRODUCTS:
+            n_in = next(p.shape[0] for p in op.params if p.kind == "weight")
+            out[op.name] = sizes[op.name] * (2 * n_in + (1 if op.param("bias") else 0))
+        elif op.kind == "mean_tokens":
+            out[op.name] = sizes[op.inputs[0]]
+        else:
+            out[op.name] = sizes[op.name] * ELEMENTWISE_FLOPS[op.kind]
+    return out
 
 
 def products(model) -> tuple[Op, ...]:

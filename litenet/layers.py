@@ -144,20 +144,25 @@ def _checked(where: str, key: str, value, setting: Setting, position: int):
     return value
 
 
+def from_dict(item, position: int = 0) -> Layer:
+    """One layer from its table ({"kind": ..., settings..., "name": optional}), as TOML or JSON hold it."""
+    if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
+        raise LayerError(f"layer {position + 1} must be a table with a kind, got {item!r}", position)
+    settings = {k: v for k, v in item.items() if k not in ("kind", "name")}
+    name = item.get("name", "")
+    if not isinstance(name, str):
+        raise LayerError(f"{label(position, item['kind'])}: name must be a string, got {name!r}", position)
+    return layer(item["kind"], name, position, **settings)
+
+
 def from_dicts(items, source: str = "layers") -> tuple[Layer, ...]:
-    """Layers from a list of tables ({"kind": ..., settings..., "name": optional}), as TOML or JSON hold them."""
+    """Layers from a list of tables (from_dict); an error names `source` and the layer."""
     if not isinstance(items, (list, tuple)):
         raise LayerError(f"{source}: layers must be a list of tables, got {type(items).__name__}")
     out = []
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
-            raise LayerError(f"{source}: layer {i + 1} must be a table with a kind, got {item!r}", i)
-        settings = {k: v for k, v in item.items() if k not in ("kind", "name")}
-        name = item.get("name", "")
-        if not isinstance(name, str):
-            raise LayerError(f"{source}: {label(i, item['kind'])}: name must be a string, got {name!r}", i)
         try:
-            out.append(layer(item["kind"], name, i, **settings))
+            out.append(from_dict(item, i))
         except LayerError as exc:
             raise LayerError(f"{source}: {exc}", i) from None
     return tuple(out)

@@ -268,6 +268,30 @@ def load_preset(name_or_path: str) -> Preset:
     )
 
 
+def preset_to_toml(name: str, description: str, model: AnyModel, train: TrainConfig) -> str:
+    """A preset file that load_preset reads back as the same model and train configs (LiteNet Studio saves
+    networks with it): [model] with a layer list as [[model.layers]] tables, and [train]."""
+    values = model_to_dict(model)
+    listed = values.pop("layers", [])
+    lines = [f"name = {_toml_value(name)}", f"description = {_toml_value(description)}", "", "[model]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    for table in listed:
+        lines += ["", "[[model.layers]]", *(f"{k} = {_toml_value(v)}" for k, v in table.items())]
+    lines += ["", "[train]", *(f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(train).items())]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value) -> str:
+    """A TOML scalar: JSON's strings are TOML's basic strings; floats keep every digit (repr), inf as TOML writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf" if value < 0 else "nan")
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
 def _preset_document(name_or_path: str, derived: tuple[Path, ...] = ()) -> tuple[Path, dict[str, Any]]:
     """The preset's TOML as a dict, its base's tables merged under its own."""
     path = Path(name_or_path)
