@@ -51,6 +51,9 @@ def make_app(controller, hub: Hub) -> web.Application:
                                 headers={"Cache-Control": "no-store"})
         return handler
 
+    async def styles(request):
+        return web.Response(text=frontend.css(), content_type="text/css", headers={"Cache-Control": "no-store"})
+
     async def module(request):
         return web.Response(text=frontend.esm(), content_type="text/javascript", headers={"Cache-Control": "no-store"})
 
@@ -73,7 +76,7 @@ def make_app(controller, hub: Hub) -> web.Application:
 
     app.router.add_get("/", static("page.html", "text/html"))
     app.router.add_get("/page.js", static("page.js", "text/javascript"))
-    app.router.add_get("/studio.css", lambda request: web.Response(text=frontend.css(), content_type="text/css"))
+    app.router.add_get("/studio.css", styles)
     app.router.add_get("/studio.js", module)
     app.router.add_get("/ws", socket)
     return app
