@@ -64,7 +64,7 @@ class BuildView {
 
   addNode(kind, x, y, settings = {}, notify = true) {
     const spec = this.kinds[kind];
-    const node = {id: this.nextId++, kind, settings: {}, x: Math.max(0, x), y: Math.max(0, y)};
+    const node = {id: this.nextId++, kind, settings: {}, x: Math.max(12, x), y: Math.max(4, y)};
     for (const s of spec.settings) node.settings[s.name] = s.name in settings ? settings[s.name] : s.default;
     if (settings.name) node.settings.name = settings.name;
     const fields = spec.settings.map((s) => this.field(node, s));
@@ -88,10 +88,10 @@ class BuildView {
     const set = (v) => { node.settings[s.name] = v; this.changed(); };
     let input;
     if (s.choices) {
-      input = h("select", {onchange: (e) => set(s.type === "int" ? parseInt(e.target.value) : e.target.value)},
+      input = h("select", {"data-setting": s.name, onchange: (e) => set(s.type === "int" ? parseInt(e.target.value) : e.target.value)},
         s.choices.map((c) => h("option", {value: c, selected: c === value}, c)));
     } else if (s.type === "bool") {
-      input = h("input", {type: "checkbox", checked: value, onchange: (e) => set(e.target.checked)});
+      input = h("input", {type: "checkbox", checked: value, "data-setting": s.name, onchange: (e) => set(e.target.checked)});
     } else {
       input = h("input", {type: "number", value: value ?? "", step: s.type === "int" ? 1 : "any", "data-setting": s.name,
         oninput: (e) => set(e.target.value === "" ? null : s.type === "int" ? parseInt(e.target.value) : parseFloat(e.target.value))});
@@ -118,7 +118,7 @@ class BuildView {
     event.preventDefault();
     const start = {x: event.clientX - node.x, y: event.clientY - node.y};
     const moving = (e) => {
-      node.x = Math.max(0, e.clientX - start.x);
+      node.x = Math.max(12, e.clientX - start.x);
       node.y = Math.max(0, e.clientY - start.y);
       node.el.style.left = node.x + "px";
       node.el.style.top = node.y + "px";
