@@ -102,7 +102,7 @@ def test_build_train_inspect_look_and_export(page, served):
     screenshot(page, "train")
 
     # -- click an op and read its numbers
-    page.click("g[data-op='blocks.1.fc1']")
+    page.click(".ls-train g[data-op='blocks.1.fc1']")
     page.wait_for_function("document.querySelector('[data-testid=op-details] h2')?.textContent === 'blocks.1.fc1'")
     details = page.locator("[data-testid=op-details]")
     details.locator(".ls-stats").first.wait_for(timeout=30_000)
