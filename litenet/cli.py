@@ -43,7 +43,7 @@ COMMANDS = {
                        "train", ("tqdm",)),
     "studio": Command("litenet.studio.cli",
                       "LiteNet Studio: build a network from layers, train it live, watch every gradient (a page on 127.0.0.1)",
-                      "studio", ("aiohttp", "safetensors", "onnx")),
+                      "studio", ("aiohttp",)),
     "init-compare": Command("litenet.insight.init_compare",
                             "N(0, 1) vs kaiming-uniform embedding: early gradient norms (seed 5.2)",
                             "train", ("tqdm",)),
