@@ -10,6 +10,7 @@ its traceback going to the server's stderr, and the page lives on.
 from __future__ import annotations
 
 import base64
+import io
 import math
 import queue
 import sys
@@ -17,6 +18,8 @@ import threading
 import time
 import traceback
 from pathlib import Path
+
+import numpy as np
 
 from litenet.errors import LiteNetError
 from litenet.model import preset_names
@@ -205,6 +208,15 @@ class Controller:
                                 int(message.get("row", 0)), int(message.get("col", 0)))
         return {"type": "value", "op": message.get("op"), "param": message.get("param", "weight"),
                 "row": message.get("row"), "col": message.get("col"), "value": value}
+
+    def on_tensor(self, message):
+        """A whole tensor as a .npy file's bytes (base64): what the page's download button asks for."""
+        op, which = str(message.get("op")), str(message.get("which", "weight"))
+        value = self.live.tensor(op, which)
+        buffer = io.BytesIO()
+        np.save(buffer, value)
+        return {"type": "tensor", "op": op, "which": which, "shape": list(value.shape),
+                "npy": base64.b64encode(buffer.getvalue()).decode("ascii")}
 
     def on_walk(self, message):
         return {"type": "walk", **walk.walk(self.live, int(message.get("index", 0)))}

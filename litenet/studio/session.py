@@ -30,6 +30,7 @@ from litenet.train.numpy_backend import NumpyBackend
 MAX_PARAMS = 20_000_000  # refused before allocating: 20 M float32 parameters and their moments ≈ 240 MB
 HELD_OUT = 500  # test images scored as training goes (a fixed batch, not the whole test set)
 EVAL_EVERY = 20  # steps between two scores of the held-out batch
+MAX_TENSOR = 1 << 24  # values of one tensor sent whole on request (64 MB of float32)
 SETTINGS = ("lr_base", "batch_size", "optimizer", "augment", "epochs")  # what the page may change
 
 
@@ -242,6 +243,29 @@ class LiveNetwork:
         if not (0 <= row < matrix.shape[0] and 0 <= col < matrix.shape[1]):
             raise LiteNetError(f"({row}, {col}) is outside {name}'s shape {tuple(matrix.shape)}")
         return float(matrix[row, col])
+
+    def tensor(self, op_name: str, which: str) -> np.ndarray:
+        """A whole tensor, on request: an op's parameter ("weight", "bias", "gamma", "beta") or its output on
+        the last batch ("output", re-run up to that op). Refused above MAX_TENSOR values."""
+        from litenet import forward as fwd
+        from litenet.model import param_views
+
+        op = next((o for o in self.ops if o.name == op_name), None)
+        if op is None:
+            raise LiteNetError(f"no op {op_name!r} in this network")
+        if which == "output":
+            if self.last_batch is None:
+                raise LiteNetError("no batch has run yet: Step once")
+            params = self.params()
+            value = fwd.run(self.ops, param_views(params, self.model), self.last_batch[0], dtype=params.dtype.type,
+                            until=op.name).values[op.name]
+        elif op.param(which) is not None:
+            value = param_views(self.params(), self.model)[op.param(which)]
+        else:
+            raise LiteNetError(f"op {op_name!r} has no {which!r}; ask for output or one of its parameters")
+        if value.size > MAX_TENSOR:
+            raise LiteNetError(f"{op_name}.{which} holds {value.size:,} values; the Studio sends at most {MAX_TENSOR:,}")
+        return np.array(value, np.float32)
 
     # -- saving ------------------------------------------------------------------------------------------
 

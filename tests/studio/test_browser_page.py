@@ -4,10 +4,12 @@ The Python side is polled for every effect (the page only asks; Python holds the
 
 import re
 
+import numpy as np
 import pytest
 
 from browser import browser, screenshot, wait_until  # noqa: F401  (browser is a fixture)
 from conftest import SMALL
+from litenet.model import param_count, param_views
 from litenet.studio.controller import Controller
 from litenet.studio.server import StudioServer
 
@@ -74,9 +76,10 @@ def test_build_train_inspect_look_and_export(page, served):
                 field.fill(str(value))
     connect(page, "patches", "embed")
     connect(page, "embed", "head")  # a mismatch first: the head needs a vector
-    bad = page.locator(".ls-wire-label.ls-bad")
-    bad.wait_for(timeout=30_000)
-    assert "needs a vector (d,) but gets patch tokens (16, 12)" in bad.text_content()
+    page.wait_for_function("[...document.querySelectorAll('.ls-wire-label.ls-bad')].some((label) => "
+                           "label.textContent.includes('needs a vector (d,) but gets patch tokens (16, 12)'))",
+                           timeout=30_000)
+    assert page.locator(".ls-canvas .ls-node.ls-bad[data-kind=head]").count() == 1
     for source, target in zip([l["kind"] for l in SMALL[1:-1]], [l["kind"] for l in SMALL[2:]]):
         connect(page, source, target)  # embed → mixer_block replaces embed → head
     page.wait_for_selector(".ls-ok", timeout=30_000)
@@ -84,7 +87,6 @@ def test_build_train_inspect_look_and_export(page, served):
     assert page.locator("[data-testid=param-count]").inner_text() != "–"
     build.click()
     wait_until(lambda: live.model.family == "layers" and len(live.model.layers) == len(SMALL), what="the built network")
-    from litenet.model import param_count
     shown = page.locator("[data-testid=param-count]").inner_text()
     assert shown == _count(param_count(live.model))
     screenshot(page, "build")
@@ -116,6 +118,9 @@ def test_build_train_inspect_look_and_export(page, served):
     page.wait_for_function("document.querySelector('[data-testid=value-weight]').textContent.includes('] = ')")
     row, col, value = re.search(r"\[(\d+), (\d+)\] = (\S+)", label.inner_text()).groups()
     assert float(value) == live.value("blocks.1.fc1", "weight", int(row), int(col))
+    with page.expect_download() as download:
+        details.locator("[data-download=weight]").click()
+    np.testing.assert_array_equal(np.load(download.value.path()), param_views(live.params(), live.model)["blocks.1.fc1.weight"])
     page.click("[data-testid=walk]")
     page.wait_for_selector(".ls-op.ls-walk-forward", timeout=30_000)
     screenshot(page, "inspect")
@@ -150,7 +155,6 @@ def test_build_train_inspect_look_and_export(page, served):
 
 def test_a_nan_is_shown_on_its_op_and_training_pauses(page, served):
     live, controller, _ = served
-    from litenet.model import param_views
     param_views(live.backend.params, live.model)["blocks.2.channel_fc2.weight"][1, 1] = float("inf")
     page.click("[data-tab=train]")
     page.click("[data-testid=run]")

@@ -189,3 +189,25 @@ def test_augmentation_draws_follow_the_recipe(live):
     images, labels, mix, draws, indices = live._next_batch()
     assert set(draws) == {"flips", "crops"}  # litenet-mixer-cpu: crop+flip
     np.testing.assert_array_equal(images, augment.apply(live.data.train_images, indices, **draws))
+
+
+def test_a_whole_tensor_comes_on_request(live):
+    with pytest.raises(LiteNetError, match="no batch has run yet"):
+        live.tensor("embed", "output")
+    live.step()
+    np.testing.assert_array_equal(live.tensor("embed", "weight"), param_views(live.params(), live.model)["embed.weight"])
+    assert live.tensor("blocks.0.token_fc1", "output").shape == (6, 16, 12)  # (T', B, d), tokens-major
+    with pytest.raises(LiteNetError, match="op 'pool' has no 'weight'"):
+        live.tensor("pool", "weight")
+
+
+@pytest.mark.gpu
+def test_the_cuda_backend_trains_in_the_studio_and_numpy_re_runs_the_batch_for_the_page(data):
+    cuda = LiveNetwork(data, "litenet-mixer-cpu", backend="cuda")
+    numpy = LiveNetwork(data, "litenet-mixer-cpu")
+    for live in (cuda, numpy):
+        live.configure(batch_size=16)
+    for _ in range(3):
+        on_gpu, reference = cuda.step(inspect=True), numpy.step()
+    assert on_gpu["loss"] == pytest.approx(reference["loss"], rel=1e-3)
+    assert cuda.inspector.last["edges"] and cuda.inspector.last["nodes"]

@@ -54,6 +54,7 @@ class Studio {
       running: () => this.setRunning(true), paused: () => { this.setRunning(false); if (m.reason !== "paused") this.say(m.reason, "note"); },
       alarm: () => { this.setRunning(false); this.state.alarm = m; this.say(m.message, "alarm"); this.graph.draw(); this.inspect.graph.draw(); },
       error: () => this.say(m.message), op: () => this.inspect.onOp(m), value: () => this.inspect.onValue(m),
+      tensor: () => this.inspect.onTensor(m),
       walk: () => this.inspect.onWalk(m), gallery: () => this.images.onGallery(m), explanation: () => this.images.onExplanation(m),
       confusion: () => this.images.onConfusion(m), exported: () => this.onExported(m), log: () => this.log(m.line),
       saved: () => { this.build.saved = m; this.build.draw(); this.say(`saved ${m.path}`, "note"); },

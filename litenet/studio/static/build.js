@@ -153,9 +153,9 @@ class BuildView {
     window.addEventListener("pointerup", done);
   }
 
+  // Where a wire meets a node: its port's centre (studio.css places the ports 5 px from the top, 16 px tall).
   port(node, side) {
-    const height = node.el.offsetHeight || 60;
-    return {x: node.x + (side === "out" ? node.el.offsetWidth || NODE_W : 0), y: node.y + height / 2};
+    return {x: node.x + (side === "out" ? node.el.offsetWidth || NODE_W : 0), y: node.y + 13};
   }
 
   // The chain from its input layer: {order: [ids], loose: [ids not on it]}.

@@ -54,6 +54,8 @@ class InspectView {
         summaryBox("gradient ∂L/∂output", s.output_grad, "#d0602a")),
       s.inputs.map((inp) => h("div", {class: "ls-summaries"}, summaryBox(`input ${inp.name}`, inp.value, "#6d8fc8"),
         summaryBox(`∂L/∂${inp.name}`, inp.grad, "#e08a5a"))),
+      h("div", {class: "ls-row"}, "whole tensors (.npy): ", ["output", ...s.params.map((p) => p.kind)].map((which) =>
+        h("button", {"data-download": which, onclick: () => this.app.send({type: "tensor", op: this.current.op, which})}, which))),
       s.params.map((p) => h("div", {class: "ls-param"},
         h("div", {class: "ls-summaries"}, summaryBox(p.name, p.value, "#555"), summaryBox("∂L/∂" + p.name, p.grad, "#b04a1a")),
         p.picture ? this.picture(p, p.picture, "weight") : null,
@@ -74,6 +76,16 @@ class InspectView {
     });
     return h("div", {class: "ls-picture"}, h("div", {class: "ls-dim"},
       `${what} of ${param.name}, blue − / red + up to ±${fmt(picture.limit)}` + (picture.block[0] > 1 || picture.block[1] > 1 ? `, ${picture.block.join(" × ")} blocks averaged` : "")), img, label);
+  }
+
+  // A whole tensor arrived (on request): saved as a .npy file by the browser.
+  onTensor(message) {
+    const bytes = Uint8Array.from(atob(message.npy), (c) => c.charCodeAt(0));
+    const link = h("a", {href: URL.createObjectURL(new Blob([bytes], {type: "application/octet-stream"})),
+      download: `${message.op}.${message.which}.npy`});
+    document.body.append(link);
+    link.click();
+    link.remove();
   }
 
   onValue(message) {
