@@ -23,7 +23,7 @@ from litenet.model import (AUGMENTS, OPTIMIZERS, AnyModel, LayersConfig, TrainCo
 from litenet.studio import nan
 from litenet.studio.inspector import Inspector
 from litenet.train import augment, schedule
-from litenet.train.backends import backend_class
+from litenet.train.backends import CUDA_FAMILIES, backend_class
 from litenet.train.network import loss_and_dlogits
 from litenet.train.numpy_backend import NumpyBackend
 
@@ -99,14 +99,23 @@ class LiveNetwork:
         if count > MAX_PARAMS:
             raise LiteNetError(f"{count:,} parameters: the Studio trains networks of up to {MAX_PARAMS:,}; "
                                "narrow a layer or remove a block")
-        self.model, self.train = model, train
-        self.ops = graph.ops_of(model)
-        self.reset()
+        backend = self._new_backend(model, train, init_params(model, train.seed))  # a refusal changes nothing
+        self.model, self.train, self.ops = model, train, graph.ops_of(model)
+        self._fresh(backend)
 
     def reset(self) -> None:
         """Fresh weights from the recipe's seed, step 0, empty curves; the settings stay."""
-        self.backend = backend_class(self.backend_name)(self.model, self.train, init_params(self.model, self.train.seed))
-        self.backend.load_dataset(self.data.train_images, self.data.train_labels)
+        self._fresh(self._new_backend(self.model, self.train, init_params(self.model, self.train.seed)))
+
+    def _new_backend(self, model: AnyModel, train: TrainConfig, params: np.ndarray):
+        """The backend asked for, loaded with the training images; NumPy for a family CUDA does not train."""
+        name = self.backend_name if model.family in CUDA_FAMILIES else "numpy"
+        backend = backend_class(name)(model, train, params)
+        backend.load_dataset(self.data.train_images, self.data.train_labels)
+        return backend
+
+    def _fresh(self, backend) -> None:
+        self.backend = backend
         self.inspector = Inspector(self.model)
         self.curves, self.steps, self.alarm = Curves(), 0, None
         self._plan, self._row, self._epoch = None, 0, 0
@@ -128,13 +137,12 @@ class LiveNetwork:
         state = self.backend.state()
         if not keep_moments:
             state = {"params": state["params"]}
+        backend = self._new_backend(self.model, train, state["params"])  # a refusal changes nothing
+        if keep_moments:
+            backend.load_state(state)
         if train.batch_size != self.train.batch_size:
             self._plan, self._row = None, 0  # the epoch starts over in batches of the new size
-        self.train = train
-        self.backend = backend_class(self.backend_name)(self.model, train, state["params"])
-        self.backend.load_dataset(self.data.train_images, self.data.train_labels)
-        if keep_moments:
-            self.backend.load_state(state)
+        self.train, self.backend = train, backend
 
     @property
     def steps_per_epoch(self) -> int:
@@ -295,7 +303,7 @@ class LiveNetwork:
                 "train": {k: train[k] for k in (*SETTINGS, "schedule", "warmup_steps", "loss")},
                 "choices": {"optimizer": list(OPTIMIZERS), "augment": ["none", *AUGMENTS, "crop+flip"]},
                 "steps": self.steps, "total_steps": self.total_steps, "steps_per_epoch": self.steps_per_epoch,
-                "backend": self.backend_name, "alarm": self.alarm, "curves": self.curves.thinned(),
+                "backend": "numpy" if isinstance(self.backend, NumpyBackend) else self.backend_name, "alarm": self.alarm, "curves": self.curves.thinned(),
                 "images": {"train": len(self.data.train_images), "test": len(self.data.test_images)}}
 
 
