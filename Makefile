@@ -154,10 +154,16 @@ insight-experiments: $(call extras,train) data  ## rerun the seed's lr scan and 
 
 # --- Studio --- (litenet/studio; docs/studio.md)
 STUDIO_PORT ?= 8765
+# The Studio trains with the CUDA kernels where `make train` would (the mlp and mixer families), else NumPy.
+STUDIO_BACKEND ?= $(if $(and $(CUDA_EXTRA),$(filter-out numpy,$(BACKEND))),cuda,numpy)
 
 .PHONY: studio
-studio: $(call extras,studio) data  ## LiteNet Studio: build a network from layers, train it live on CIFAR-10, watch every gradient (a page on 127.0.0.1:STUDIO_PORT)
-	$(VENV)/bin/litenet studio --preset $(PRESET) --port $(STUDIO_PORT) $(data_flag)
+studio: $(call extras,studio $(if $(filter cuda,$(STUDIO_BACKEND)),$(CUDA_EXTRA))) data  ## LiteNet Studio: build a network from layers, train it live on CIFAR-10, watch every gradient (a page on 127.0.0.1:STUDIO_PORT)
+	$(VENV)/bin/litenet studio --preset $(PRESET) --backend $(STUDIO_BACKEND) --port $(STUDIO_PORT) $(data_flag)
+
+.PHONY: studio-figures
+studio-figures: $(call extras,studio-test) data  ## (~10 min on 2 cores) a tour of the Studio in Chromium: compose litenet-mixed-cpu by dragging, save it, train, inspect, look, export; screenshots into docs/figures/studio/
+	$(PY) scripts/studio_tour.py --out docs/figures/studio $(data_flag)
 
 .PHONY: bench-studio
 bench-studio: $(call extras,studio-test) data  ## (~3 min) the Studio's cost: inspection's share of a litenet-mixer-cpu step, and the page's updates per second while it trains (Chromium), into bench/results/studio.md

@@ -158,7 +158,8 @@ class Controller:
         return self.state()
 
     def on_save_preset(self, message):
-        path = self.live.save_preset(self.out / "presets", str(message.get("name", "")), str(message.get("description", "")))
+        path = self.live.save_preset(self.out / "presets", str(message.get("name", "")), str(message.get("description", "")),
+                                     message.get("layers"))
         return {"type": "saved", "path": str(path), "command": f"litenet train --preset {path}"}
 
     # -- requests: training ----------------------------------------------------------------------------

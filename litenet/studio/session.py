@@ -86,13 +86,19 @@ class LiveNetwork:
         self._start(preset.model, preset.train)
 
     def build(self, layer_dicts: list[dict]) -> None:
-        """Take a new layer list (refused in one line if it cannot be built) and start afresh; a list that is
-        the current family's own keeps that family (the CUDA backend trains it)."""
-        listed = layers.from_dicts(layer_dicts)
-        if listed != graph.layers_of(self.model):
-            model = LayersConfig(layers=listed, classes=self.model.classes, ln_eps=self.model.ln_eps)
+        """Take a new layer list (refused in one line if it cannot be built) and start afresh."""
+        model = self.model_of(layer_dicts)
+        if model != self.model:
             self._start(model, self.train)
             self.name, self.description = "studio-network", f"composed in LiteNet Studio from {self.name}"
+
+    def model_of(self, layer_dicts: list[dict]) -> AnyModel:
+        """The model config of a layer list: the current family's own list keeps that family (the CUDA backend
+        trains it), any other list is of the layers family. Refused in one line if it cannot be built."""
+        listed = layers.from_dicts(layer_dicts)
+        if listed == graph.layers_of(self.model):
+            return self.model
+        return LayersConfig(layers=listed, classes=self.model.classes, ln_eps=self.model.ln_eps)
 
     def _start(self, model: AnyModel, train: TrainConfig) -> None:
         count = param_count(model)
@@ -277,13 +283,15 @@ class LiveNetwork:
 
     # -- saving ------------------------------------------------------------------------------------------
 
-    def save_preset(self, folder: str | Path, name: str, description: str = "") -> Path:
-        """Write the network and its recipe as `<folder>/<name>.toml`, a preset `litenet train --preset` takes."""
+    def save_preset(self, folder: str | Path, name: str, description: str = "", layer_dicts: list[dict] | None = None) -> Path:
+        """Write a network (the one built, or the list given: what the canvas shows) and the recipe as
+        `<folder>/<name>.toml`, a preset `litenet train --preset` takes."""
         if not layers.NAME.fullmatch(name.replace("-", "_")):
             raise LiteNetError(f"preset name {name!r}: use letters, digits, - and _")
+        model = self.model if layer_dicts is None else self.model_of(layer_dicts)
         path = Path(folder) / f"{name}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, preset_to_toml(name, description, self.model, self.train))
+        atomic_write_text(path, preset_to_toml(name, description, model, self.train))
         return path
 
     def describe(self) -> dict:

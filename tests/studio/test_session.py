@@ -211,3 +211,10 @@ def test_the_cuda_backend_trains_in_the_studio_and_numpy_re_runs_the_batch_for_t
         on_gpu, reference = cuda.step(inspect=True), numpy.step()
     assert on_gpu["loss"] == pytest.approx(reference["loss"], rel=1e-3)
     assert cuda.inspector.last["edges"] and cuda.inspector.last["nodes"]
+
+
+def test_save_takes_the_list_on_the_canvas_not_only_the_one_built(live, tmp_path):
+    edited = SMALL[:4] + [{"kind": "mean_tokens"}, {"kind": "head"}]
+    path = live.save_preset(tmp_path, "edited", layer_dicts=edited)
+    assert [lay.kind for lay in load_preset(str(path)).model.layers][-2:] == ["mean_tokens", "head"]
+    assert len(live.model.layers) == len(SMALL)  # the network being trained is unchanged

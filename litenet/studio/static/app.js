@@ -57,7 +57,7 @@ class Studio {
       tensor: () => this.inspect.onTensor(m),
       walk: () => this.inspect.onWalk(m), gallery: () => this.images.onGallery(m), explanation: () => this.images.onExplanation(m),
       confusion: () => this.images.onConfusion(m), exported: () => this.onExported(m), log: () => this.log(m.line),
-      saved: () => { this.build.saved = m; this.build.draw(); this.say(`saved ${m.path}`, "note"); },
+      saved: () => { this.build.showSaved(m); this.say(`saved ${m.path}`, "note"); },
     };
     (handlers[m.type] || (() => {}))();
   }
@@ -66,6 +66,7 @@ class Studio {
     this.state = m;
     this.say(m.alarm ? m.alarm.message : "", m.alarm ? "alarm" : "note");
     this.build.setKinds(m.kinds);
+    this.build.setPresets(m.presets, m.name);
     this.build.load(m.layers);
     this.curves = {step: [...m.curves.step], loss: [...m.curves.loss], held_out: [...m.curves.held_out]};
     this.graph.setOps(m.ops);

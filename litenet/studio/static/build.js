@@ -216,32 +216,53 @@ class BuildView {
     this.drawSide(order, loose);
   }
 
+  // The side panel's controls are made once (what a person types survives the checks' redraws); drawSide
+  // refreshes the totals, the problems and which buttons may be pressed.
+  makeSide() {
+    this.totals = h("div", {class: "ls-totals"});
+    this.problemBox = h("div");
+    this.buildButton = h("button", {class: "ls-primary", "data-testid": "build",
+      onclick: () => this.app.send({type: "build", layers: this.layers()})}, "Build (fresh weights)");
+    this.presetSelect = h("select", {"data-testid": "preset-select"});
+    this.nameInput = h("input", {type: "text", value: "my-network", "data-testid": "preset-name"});
+    this.saveButton = h("button", {"data-testid": "save-preset", onclick: () =>
+      this.app.send({type: "save_preset", name: this.nameInput.value, description: "composed in LiteNet Studio",
+        layers: this.layers()})}, "Save as preset");
+    this.savedNote = h("div", {class: "ls-note", "data-testid": "saved", hidden: true});
+    fill(this.side, h("h3", {}, "Network"), this.totals, this.problemBox, this.buildButton,
+      h("h3", {}, "Presets"),
+      h("div", {class: "ls-row"}, this.presetSelect,
+        h("button", {onclick: () => this.app.send({type: "load_preset", name: this.presetSelect.value})}, "Load")),
+      h("div", {class: "ls-row"}, this.nameInput, this.saveButton), this.savedNote);
+  }
+
+  // The presets to load, and the name the network is saved under (when Python's network changes).
+  setPresets(presets, current) {
+    if (!this.totals) this.makeSide();
+    fill(this.presetSelect, presets.map((p) => h("option", {value: p, selected: p === current}, p)));
+    this.nameInput.value = current;
+  }
+
+  showSaved(saved) {
+    this.savedNote.hidden = false;
+    fill(this.savedNote, "saved ", h("code", {}, saved.path), h("br"), "train it: ", h("code", {}, saved.command));
+  }
+
   drawSide(order, loose) {
+    if (!this.totals) this.makeSide();
     const r = this.result;
     const problems = r ? r.layers.map((row) => row.problem).filter(Boolean) : [];
     if (r && r.problem) problems.push(r.problem);
     if (loose.length) problems.push(`${loose.length} layer(s) not connected to the chain: connect or remove them`);
-    const ok = r && r.ok && !loose.length && order.length > 0;
-    const name = h("input", {type: "text", value: this.app.state ? this.app.state.name : "my-network", "data-testid": "preset-name"});
-    fill(this.side,
-      h("h3", {}, "Network"),
-      h("div", {class: "ls-totals"},
-        h("div", {}, "parameters ", h("b", {"data-testid": "param-count"}, r ? fmtCount(r.params) : "–")),
-        h("div", {}, "FLOPs per image ", h("b", {"data-testid": "flops"}, r ? fmtCount(r.flops) : "–")),
-        h("div", {}, "layers ", h("b", {}, order.length))),
-      problems.length ? h("ul", {class: "ls-problems"}, problems.map((p) => h("li", {}, p))) : h("p", {class: "ls-ok"}, "✓ every shape fits"),
-      h("button", {class: "ls-primary", disabled: !ok, "data-testid": "build",
-        onclick: () => this.app.send({type: "build", layers: this.layers()})}, "Build (fresh weights)"),
-      h("h3", {}, "Presets"),
-      h("div", {class: "ls-row"},
-        h("select", {"data-testid": "preset-select"}, (this.app.state ? this.app.state.presets : []).map((p) =>
-          h("option", {value: p, selected: this.app.state && p === this.app.state.name}, p))),
-        h("button", {onclick: (e) => this.app.send({type: "load_preset", name: e.target.previousSibling.value})}, "Load")),
-      h("div", {class: "ls-row"}, name,
-        h("button", {"data-testid": "save-preset", disabled: !ok,
-          onclick: () => this.app.send({type: "save_preset", name: name.value, description: "composed in LiteNet Studio"})}, "Save as preset")),
-      this.saved ? h("div", {class: "ls-note", "data-testid": "saved"}, "saved ", h("code", {}, this.saved.path),
-        h("br"), "train it: ", h("code", {}, this.saved.command)) : null);
+    const ok = !!(r && r.ok && !loose.length && order.length > 0);
+    fill(this.totals,
+      h("div", {}, "parameters ", h("b", {"data-testid": "param-count"}, r ? fmtCount(r.params) : "–")),
+      h("div", {}, "FLOPs per image ", h("b", {"data-testid": "flops"}, r ? fmtCount(r.flops) : "–")),
+      h("div", {}, "layers ", h("b", {}, order.length)));
+    fill(this.problemBox, problems.length ? h("ul", {class: "ls-problems"}, problems.map((p) => h("li", {}, p)))
+      : h("p", {class: "ls-ok"}, "✓ every shape fits"));
+    this.buildButton.disabled = !ok;
+    this.saveButton.disabled = !ok;
   }
 }
 
