@@ -20,12 +20,17 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from litenet.errors import LiteNetError
 from litenet.model import preset_names
 from litenet.studio import formulas, takeout, views, walk
 from litenet.studio.session import LiveNetwork
 
+# The Studio's matrix products run on one BLAS thread: the page, the browser and the server share the cores, and
+# OpenBLAS's second thread spins while it waits, so a step slows several-fold whenever another process holds a
+# core (docs/decisions.md). Process-wide while the Studio's worker runs; `blas_threads` changes it.
+BLAS_THREADS = 1
 SUMMARY_EVERY = 0.25  # seconds between two inspected steps while running: the page's edge norms refresh 4×/s
 NO_REPLY = object()
 
@@ -44,8 +49,9 @@ def clean(value):
 class Controller:
     """Runs `live` on a worker thread: `post` a message from any thread; replies go to `send(dict)`."""
 
-    def __init__(self, live: LiveNetwork, send, out: str | Path = "runs/studio"):
+    def __init__(self, live: LiveNetwork, send, out: str | Path = "runs/studio", blas_threads: int = BLAS_THREADS):
         self.live, self._send, self.out = live, send, Path(out)
+        self.blas_threads = blas_threads
         self.running = False
         self.updates = 0  # progress messages sent (the benchmark counts them)
         self._queue: queue.Queue = queue.Queue()
@@ -72,14 +78,15 @@ class Controller:
     # -- the worker ----------------------------------------------------------------------------------
 
     def _work(self) -> None:
-        while not self._stopped:
-            try:
-                message = self._queue.get(block=not self.running)
-            except queue.Empty:
-                self._train_one()
-                continue
-            if message is not None:
-                self._handle(message)
+        with threadpool_limits(limits=self.blas_threads, user_api="blas"):
+            while not self._stopped:
+                try:
+                    message = self._queue.get(block=not self.running)
+                except queue.Empty:
+                    self._train_one()
+                    continue
+                if message is not None:
+                    self._handle(message)
 
     def _handle(self, message: dict) -> None:
         kind = message.get("type") if isinstance(message, dict) else None

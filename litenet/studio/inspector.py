@@ -36,7 +36,6 @@ class Inspector:
         self.params: np.ndarray | None = None  # the weights the step reads (the session points this at them)
         self.last: dict | None = None
         self._back: dict[tuple[str, str], float] = {}
-        self._joins: dict[str, tuple[float, float, float]] = {}
         self._selected_grads: dict = {}
 
     # -- NumpyBackend.step's observer ---------------------------------------------------------------
@@ -48,8 +47,6 @@ class Inspector:
         for name, d in zip(op.inputs, dins):
             if d is not None:
                 self._back[(name, op.name)] = per_image_norm(d, self.batch)
-        if join is not None:
-            self._joins[op.name] = network.path_sums(join)
         if op.name == self.selected:
             self._selected_grads = {"output": dy, **{f"param.{k}": v for k, v in dparams.items()},
                                     **{f"input.{i}": d for i, d in enumerate(dins) if d is not None}}
@@ -62,11 +59,8 @@ class Inspector:
         edges = []
         for op in tape.ops:
             for i, name in enumerate(op.inputs):
-                edge = {"from": name, "to": op.name, "forward": forward_norms.get(name),
-                        "backward": self._back.get((name, op.name)), "identity": op.kind == "residual" and i == 0}
-                if edge["identity"] and name in self._joins:
-                    edge["shares"] = identity_shares(self._joins[name])
-                edges.append(edge)
+                edges.append({"from": name, "to": op.name, "forward": forward_norms.get(name),
+                              "backward": self._back.get((name, op.name)), "identity": op.kind == "residual" and i == 0})
         out = tape.ops[-1].name
         edges.append({"from": out, "to": "loss", "forward": forward_norms[out],
                       "backward": per_image_norm(dz, self.batch), "identity": False})
@@ -75,7 +69,14 @@ class Inspector:
                  for op in tape.ops if op.params}
         self.last = {"edges": edges, "nodes": nodes,
                      "selected": self._selected(tape) if self.selected else None}
-        self.wanted, self._back, self._joins, self._selected_grads = False, {}, {}, {}
+        self.wanted, self._back, self._selected_grads = False, {}, {}
+
+    def set_shares(self, path) -> None:
+        """Label each residual's identity edge of `last` with its path's share of the gradient, from the step's
+        (‖∂s‖², ‖∂x_main‖², ⟨∂s, ∂x_main⟩) per residual in graph order: the sums training logs (stats["path"])."""
+        identity = [edge for edge in self.last["edges"] if edge["identity"]]
+        for edge, sums in zip(identity, path):
+            edge["shares"] = identity_shares(tuple(float(v) for v in sums))
 
     # -- the selected op -------------------------------------------------------------------------------
 

@@ -183,6 +183,8 @@ class LiveNetwork:
             return {"step": self.steps, "alarm": alarm}
         if inspect and not isinstance(self.backend, NumpyBackend):
             self.probe()
+        elif inspect:
+            self.inspector.set_shares(stats["path"])
         self.steps += 1
         self._row += 1
         self.curves.step.append(self.steps)
@@ -240,8 +242,9 @@ class LiveNetwork:
                                             self.train.label_smoothing, mix)
         grads = np.zeros_like(params)
         self.inspector.wanted, self.inspector.batch, self.inspector.params = True, len(labels), params
-        network.backward(params, tape, dz, self.model, grads=grads, on_op=self.inspector.backward_op)
+        _, _, joins = network.backward(params, tape, dz, self.model, grads=grads, on_op=self.inspector.backward_op)
         self.inspector.pass_done(tape, dz, grads)
+        self.inspector.set_shares([network.path_sums(join) for join in joins])
         return self.inspector.last
 
     def value(self, op_name: str, param: str, row: int, col: int) -> float:

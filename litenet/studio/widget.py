@@ -11,7 +11,7 @@ from __future__ import annotations
 import anywidget
 
 from litenet.studio import frontend
-from litenet.studio.controller import Controller
+from litenet.studio.controller import BLAS_THREADS, Controller
 from litenet.studio.session import LiveNetwork, StudioData
 
 
@@ -22,10 +22,13 @@ class Studio(anywidget.AnyWidget):
     _css = frontend.css()
 
     def __init__(self, preset: str = "litenet-mixer-cpu", data: str | None = None, maps: str | None = None,
-                 backend: str = "numpy", out: str = "runs/studio", live: LiveNetwork | None = None, **kwargs):
+                 backend: str = "numpy", out: str = "runs/studio", live: LiveNetwork | None = None,
+                 blas_threads: int = BLAS_THREADS, **kwargs):
+        """blas_threads: the matrix products' threads while the Studio lives (the whole kernel's, as BLAS has one
+        setting per process; restored when the widget is closed)."""
         super().__init__(**kwargs)
         live = live or LiveNetwork(StudioData.open(data, maps), preset, backend)
-        self.controller = Controller(live, self._to_page, out).start()
+        self.controller = Controller(live, self._to_page, out, blas_threads).start()
         self.on_msg(self._from_page)
 
     @property

@@ -34,7 +34,8 @@ class Studio {
     for (const [key, view] of Object.entries(this.tabs)) view.hidden = key !== name;
     this.tabBar.querySelectorAll("button").forEach((b) => b.classList.toggle("ls-active", b.dataset.tab === name));
     if (name === "images") this.images.shown();
-    if (name === "train") this.graph.draw();
+    if (name === "train") { this.graph.draw(); drawCurves(this.curveCanvas, this.curves || {step: []}, this.state && this.state.total_steps); }
+    if (name === "inspect") this.inspect.graph.draw();
   }
 
   say(text, kind = "error") {
@@ -88,7 +89,7 @@ class Studio {
     if (m.inspection) this.setInspection(m.inspection);
     this.updates += 1;
     this.drawStatus();
-    drawCurves(this.curveCanvas, this.curves, this.state.total_steps);
+    if (this.current === "train") drawCurves(this.curveCanvas, this.curves, this.state.total_steps);
   }
 
   setInspection(inspection) {

@@ -38,8 +38,12 @@ class OpGraph {
     this.draw();
   }
 
+  // Redrawn only while it is on screen (the Train and the Inspect view each have one); a hidden graph is
+  // redrawn when its view is shown.
   draw() {
     if (!this.ops) return;
+    if (!this.el.isConnected || this.el.closest("[hidden]")) { this.stale = true; return; }
+    this.stale = false;
     const edges = (this.inspection && this.inspection.edges) || this.ops.flatMap((op) =>
       op.inputs.map((name, i) => ({from: name, to: op.name, identity: op.kind === "residual" && i === 0})));
     const nodes = (this.inspection && this.inspection.nodes) || {};
