@@ -85,6 +85,7 @@ def main() -> int:
             page.click("[data-testid=save-preset]")
             page.wait_for_selector("[data-testid=saved]", timeout=60_000)
             print(page.locator("[data-testid=saved]").inner_text())
+            page.click("[data-testid=banner] button")
             page.screenshot(path=str(out / "build.png"), full_page=True)
 
             page.click("[data-tab=train]")
@@ -97,7 +98,13 @@ def main() -> int:
             page.screenshot(path=str(out / "train.png"), full_page=True)
 
             page.click(".ls-train g[data-op='blocks.1.channel_fc1']")
-            page.wait_for_selector("[data-testid=matrix-weight]", timeout=120_000)
+            matrix = page.locator("[data-testid=matrix-weight]")
+            matrix.wait_for(timeout=120_000)
+            matrix.scroll_into_view_if_needed()
+            box = matrix.bounding_box()
+            matrix.hover(position={"x": box["width"] * 0.3, "y": box["height"] * 0.6})
+            page.wait_for_function("document.querySelector('[data-testid=value-weight]').textContent.includes('] = ')")
+            page.screenshot(path=str(out / "inspect-weights.png"))
             page.click("[data-testid=walk]")
             page.wait_for_selector(".ls-op.ls-walk-forward", timeout=60_000)
             for _ in range(12):

@@ -78,7 +78,9 @@ class Controller:
     # -- the worker ----------------------------------------------------------------------------------
 
     def _work(self) -> None:
-        with threadpool_limits(limits=self.blas_threads, user_api="blas"):
+        # NaN and Inf are the page's to report (an alarm on the op), not NumPy warnings on the terminal
+        with threadpool_limits(limits=self.blas_threads, user_api="blas"), \
+                np.errstate(invalid="ignore", over="ignore", divide="ignore"):
             while not self._stopped:
                 try:
                     message = self._queue.get(block=not self.running)
@@ -167,7 +169,7 @@ class Controller:
     def on_save_preset(self, message):
         path = self.live.save_preset(self.out / "presets", str(message.get("name", "")), str(message.get("description", "")),
                                      message.get("layers"))
-        return {"type": "saved", "path": str(path), "command": f"litenet train --preset {path}"}
+        return {"type": "saved", "path": str(path), "command": f"litenet train --preset {path}", "name": self.live.name}
 
     # -- requests: training ----------------------------------------------------------------------------
 

@@ -295,6 +295,8 @@ class LiveNetwork:
         path = Path(folder) / f"{name}.toml"
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, preset_to_toml(name, description, model, self.train))
+        if model == self.model:  # the network being trained is now known by that name (its export's folder)
+            self.name, self.description = name, description
         return path
 
     def describe(self) -> dict:

@@ -218,3 +218,8 @@ def test_save_takes_the_list_on_the_canvas_not_only_the_one_built(live, tmp_path
     path = live.save_preset(tmp_path, "edited", layer_dicts=edited)
     assert [lay.kind for lay in load_preset(str(path)).model.layers][-2:] == ["mean_tokens", "head"]
     assert len(live.model.layers) == len(SMALL)  # the network being trained is unchanged
+
+
+def test_saving_the_built_network_names_it(live, tmp_path):
+    live.save_preset(tmp_path, "named")
+    assert live.name == "named"

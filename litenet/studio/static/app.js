@@ -58,7 +58,7 @@ class Studio {
       tensor: () => this.inspect.onTensor(m),
       walk: () => this.inspect.onWalk(m), gallery: () => this.images.onGallery(m), explanation: () => this.images.onExplanation(m),
       confusion: () => this.images.onConfusion(m), exported: () => this.onExported(m), log: () => this.log(m.line),
-      saved: () => { this.build.showSaved(m); this.say(`saved ${m.path}`, "note"); },
+      saved: () => { this.build.showSaved(m); this.state.name = m.name; this.drawStatus(); this.say(`saved ${m.path}`, "note"); },
     };
     (handlers[m.type] || (() => {}))();
   }
