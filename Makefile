@@ -41,7 +41,9 @@ $(VENV)/bin/python:
 $(VENV)/.extra-%: pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q -e ".[$*]"
 	@touch $@ $(foreach e,$(includes_$*),$(VENV)/.extra-$(e))
-includes_dev := train export video
+includes_dev := train export video studio studio-test
+includes_studio-test := studio train export
+includes_studio := train export
 extras = $(foreach e,$(1),$(VENV)/.extra-$(e))
 
 .PHONY: install
@@ -153,6 +155,23 @@ insight-experiments: $(call extras,train) data  ## rerun the seed's lr scan and 
 	$(VENV)/bin/litenet init-compare --preset litenet-seed --steps 200 --out runs/init-compare-seed $(data_flag)
 	$(VENV)/bin/litenet init-compare --preset litenet-base --steps 200 --out runs/init-compare-base $(data_flag)
 	for x in lr-scan-seed lr-scan-base init-compare-seed init-compare-base; do cp runs/$$x/$${x%-*}.png docs/figures/$$x.png; done
+
+# --- Studio --- (litenet/studio; docs/studio.md)
+STUDIO_PORT ?= 8765
+# The Studio trains with the CUDA kernels where `make train` would (the mlp and mixer families), else NumPy.
+STUDIO_BACKEND ?= $(if $(and $(CUDA_EXTRA),$(filter-out numpy,$(BACKEND))),cuda,numpy)
+
+.PHONY: studio
+studio: $(call extras,studio $(if $(filter cuda,$(STUDIO_BACKEND)),$(CUDA_EXTRA))) data  ## LiteNet Studio: build a network from layers, train it live on CIFAR-10, watch every gradient (a page on 127.0.0.1:STUDIO_PORT)
+	$(VENV)/bin/litenet studio --preset $(PRESET) --backend $(STUDIO_BACKEND) --port $(STUDIO_PORT) $(data_flag)
+
+.PHONY: studio-figures
+studio-figures: $(call extras,studio-test) data  ## (~10 min on 2 cores) a tour of the Studio in Chromium: compose litenet-mixed-cpu by dragging, save it, train, inspect, look, export; screenshots into docs/figures/studio/
+	$(PY) scripts/studio_tour.py --out docs/figures/studio $(data_flag)
+
+.PHONY: bench-studio
+bench-studio: $(call extras,studio-test) data  ## (~3 min) the Studio's cost: inspection's share of a litenet-mixer-cpu step, and the page's updates per second while it trains (Chromium), into bench/results/studio.md
+	$(PY) bench/bench_studio.py --out bench/results/studio.md $(data_flag)
 
 # --- Runtime --- (litenet/runtime, litenet-infer; docs/runtime.md)
 SHIP_PRESET := litenet-base

@@ -18,8 +18,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from litenet import graph
+from litenet import graph, layers as layer_list
 from litenet.errors import LiteNetError, UsageError
+from litenet.layers import EMBED_MODES, PATCHES, Layer
 from litenet.resources import models_dir
 
 try:  # Python 3.11+
@@ -27,7 +28,6 @@ try:  # Python 3.11+
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-EMBED_MODES = ("channel-sum", "full")
 INIT_MODES = ("kaiming-uniform", "normal")
 LOSSES = ("margin", "cross-entropy")
 SCHEDULES = ("constant", "cosine")
@@ -36,7 +36,6 @@ DECAY = ("all", "weights")
 PRECISIONS = ("fp32", "tf32", "bf16")
 ACTIVATION_MODES = ("keep", "recompute")
 AUGMENTS = ("crop", "flip", "cutout", "cutmix")  # combinable: "crop+flip", "crop+flip+cutmix"; "none" for none
-PATCHES = (1, 2, 4, 8, 16, 32)  # the patch sides that tile a 32×32 image
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ class ModelConfig:
 class MixerConfig:
     """The token-mixing family (litenet-mixer): P×P patches → linear embedding → `blocks` of
     [LayerNorm → MLP across the patches] and [LayerNorm → MLP across the channels], each with a
-    residual → LayerNorm → mean over the patches → linear head (litenet.graph.mixer_ops)."""
+    residual → LayerNorm → mean over the patches → linear head (litenet.graph.mixer_layers)."""
 
     family: ClassVar[str] = "mixer"
     patch: int = 4  # P: 32/P patches a side, T = (32/P)² in all
@@ -97,8 +96,34 @@ class MixerConfig:
         return (32 // self.patch) ** 2
 
 
-FAMILIES = {"mlp": ModelConfig, "mixer": MixerConfig}
-AnyModel = ModelConfig | MixerConfig
+@dataclass(frozen=True)
+class LayersConfig:
+    """A network given as its list of layers (litenet.layers; a preset's [[model.layers]] tables, or what
+    LiteNet Studio saves): any list that `litenet.layers.check` accepts trains, exports and runs."""
+
+    family: ClassVar[str] = "layers"
+    layers: tuple[Layer, ...] = ()
+    classes: int = 10
+    ln_eps: float = 1e-5
+
+    def __post_init__(self):
+        _check_range("classes", self.classes, low=2)
+        _check_range("ln_eps", self.ln_eps, low=0.0, low_open=True)
+        graph.layer_ops(self.layers, self.classes, self.ln_eps)  # a list that cannot be built is refused here
+
+    @property
+    def blocks(self) -> int:
+        """The residual blocks in the list (recorded with a run, as the families' `blocks`)."""
+        return sum(lay.kind in graph.BLOCKS for lay in self.layers)
+
+    @property
+    def input_shift(self) -> float:
+        """The input layer's shift: the grey that the network reads as zero (saliency measures from it)."""
+        return self.layers[0]["input_shift"]
+
+
+FAMILIES = {"mlp": ModelConfig, "mixer": MixerConfig, "layers": LayersConfig}
+AnyModel = ModelConfig | MixerConfig | LayersConfig
 
 
 def _check_shared_model_settings(model) -> None:
@@ -243,6 +268,30 @@ def load_preset(name_or_path: str) -> Preset:
     )
 
 
+def preset_to_toml(name: str, description: str, model: AnyModel, train: TrainConfig) -> str:
+    """A preset file that load_preset reads back as the same model and train configs (LiteNet Studio saves
+    networks with it): [model] with a layer list as [[model.layers]] tables, and [train]."""
+    values = model_to_dict(model)
+    listed = values.pop("layers", [])
+    lines = [f"name = {_toml_value(name)}", f"description = {_toml_value(description)}", "", "[model]"]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+    for table in listed:
+        lines += ["", "[[model.layers]]", *(f"{k} = {_toml_value(v)}" for k, v in table.items())]
+    lines += ["", "[train]", *(f"{k} = {_toml_value(v)}" for k, v in dataclasses.asdict(train).items())]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value) -> str:
+    """A TOML scalar: JSON's strings are TOML's basic strings; floats keep every digit (repr), inf as TOML writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf" if value < 0 else "nan")
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
 def _preset_document(name_or_path: str, derived: tuple[Path, ...] = ()) -> tuple[Path, dict[str, Any]]:
     """The preset's TOML as a dict, its base's tables merged under its own."""
     path = Path(name_or_path)
@@ -272,6 +321,8 @@ def model_to_dict(model: AnyModel) -> dict[str, Any]:
     """A model config as JSON-ready values; the family is named for every family but the MLP, so
     an MLP's description reads as it always has (config.json, scales and plan files)."""
     values = dataclasses.asdict(model)
+    if model.family == "layers":
+        values["layers"] = layer_list.to_dicts(model.layers)
     return values if model.family == "mlp" else {"family": model.family, **values}
 
 
@@ -281,12 +332,25 @@ def model_from_dict(values: dict[str, Any], source: str = "settings") -> AnyMode
     family = values.pop("family", "mlp")
     if family not in FAMILIES:
         raise LiteNetError(f"{source}: family must be one of {', '.join(FAMILIES)}; got {family!r}")
-    return config_from_dict(FAMILIES[family], values, source)
+    if family != "layers":
+        return config_from_dict(FAMILIES[family], values, source)
+    if "layers" not in values:
+        raise LiteNetError(f"{source}: a model of the layers family needs its list: [[model.layers]] tables")
+    listed = layer_list.from_dicts(values.pop("layers"), source)
+    unknown = sorted(set(values) - {f.name for f in fields(LayersConfig)})
+    if unknown:
+        raise LiteNetError(f"{source}: unknown LayersConfig setting(s) {', '.join(unknown)}")
+    defaults = LayersConfig.__dataclass_fields__
+    checked = {k: _coerce(k, v, type(defaults[k].default), source) for k, v in values.items()}
+    try:
+        return LayersConfig(layers=listed, **checked)
+    except layer_list.LayerError as exc:
+        raise layer_list.LayerError(f"{source}: {exc}", exc.position) from None
 
 
 def model_setting_names() -> list[str]:
-    """Every model setting of every family, for the command line's flags."""
-    return list(dict.fromkeys(f.name for cls in FAMILIES.values() for f in fields(cls)))
+    """Every model setting of every family that a command-line flag can set (a layer list cannot)."""
+    return list(dict.fromkeys(f.name for cls in FAMILIES.values() for f in fields(cls) if f.name != "layers"))
 
 
 def config_from_dict(cls, values: dict[str, Any], source: str = "settings"):

@@ -44,12 +44,14 @@ def maps(tmp_path_factory) -> Path:
     ("eval", ["safetensors"], "train"),
     ("explain", ["matplotlib"], "train"),
     ("data", ["tqdm"], "train"),
+    ("studio", ["aiohttp"], "studio"),
 ])
 def test_a_missing_extra_is_one_line_before_any_work(command, missing, extra, maps, tmp_path):
     out = tmp_path / "run"
     args = {"train": ["--epochs", "1", "--maps", str(maps), "--out", str(out)],
             "export": ["--weights", str(out)], "eval": ["--maps", str(maps), "--out", str(out)],
-            "explain": ["--grid", "4", "--maps", str(maps), "--out", str(out)], "data": ["--maps", str(out)]}[command]
+            "explain": ["--grid", "4", "--maps", str(maps), "--out", str(out)], "data": ["--maps", str(out)],
+            "studio": ["--no-browser", "--port", "0", "--maps", str(maps), "--out", str(out)]}[command]
     r = litenet_without(missing, command, *args, cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     assert r.stdout == ""

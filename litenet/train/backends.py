@@ -33,6 +33,10 @@ BACKENDS = {
 }
 
 
+# The families whose networks the CUDA backend trains: every op list the lowering walks.
+CUDA_FAMILIES = ("mlp", "mixer", "layers")
+
+
 def backend_class(name: str):
     """The backend class registered under `name`."""
     if name not in BACKENDS:
@@ -57,11 +61,12 @@ def cuda_unavailable_reason() -> str | None:
     return None if count > 0 else "no GPU found"
 
 
-def choose_backend(name: str) -> str:
-    """Resolve `auto` to cuda where a GPU is usable, else numpy with a one-line notice."""
+def choose_backend(name: str, family: str | None = None) -> str:
+    """Resolve `auto` to cuda where a GPU is usable and trains the model's family, else numpy with a one-line notice."""
     if name != "auto":
         return name
-    reason = cuda_unavailable_reason()
+    reason = (f"the CUDA backend does not train the {family} family" if family not in (None, *CUDA_FAMILIES)
+              else cuda_unavailable_reason())
     if reason is None:
         return "cuda"
     print(f"litenet: using the NumPy backend ({reason})", file=sys.stderr)

@@ -41,7 +41,7 @@ def add_arguments(parser) -> None:
     seen = set()
     for cls in (*FAMILIES.values(), TrainConfig):  # a setting two families share gets one flag
         for field in dataclasses.fields(cls):
-            if field.name in seen:
+            if field.name in seen or field.name == "layers":  # a layer list is set in a preset, not by a flag
                 continue
             seen.add(field.name)
             kind = type(field.default)
@@ -69,9 +69,10 @@ def options_from_args(args) -> RunOptions:
 
 def run(args) -> int:
     """`litenet train`: one rank in this process, or N ranks through the launcher."""
-    if args.preset is not None:
-        settings(options_from_args(args))  # a wrong preset or setting is reported before anything else
-    backend, world = _ranks(args)
+    family = None
+    if args.preset is not None:  # a wrong preset or setting is reported before anything else
+        family = settings(options_from_args(args))[1].family
+    backend, world = _ranks(args, family)
     args.preset = args.preset or DEFAULT_PRESET[backend]  # the Mixer at the size for the backend
     opts = options_from_args(args)
     settings(opts)
@@ -81,7 +82,7 @@ def run(args) -> int:
     return train_rank(opts, backend)
 
 
-def _ranks(args) -> tuple[str, int]:
+def _ranks(args, family: str | None = None) -> tuple[str, int]:
     """The backend and the number of ranks that --backend, --gpus and --processes ask for (after
     checking the flags that have a range; the settings' ranges are the model configs' and TrainConfig's)."""
     from litenet.train.backends import choose_backend
@@ -102,4 +103,4 @@ def _ranks(args) -> tuple[str, int]:
         if args.backend == "cuda":
             raise UsageError("--processes runs NumPy ranks on the CPU; for CUDA ranks use --gpus N")
         return "numpy", args.processes
-    return choose_backend(args.backend), 1
+    return choose_backend(args.backend, family), 1

@@ -88,13 +88,21 @@ class NumpyBackend:
             mix = None if mixes is None else augment.mixed_targets(labels, step_draws["mixes"])
             self.step(images, labels, float(lr), mix)
 
-    def step(self, images: np.ndarray, labels: np.ndarray, lr: float, mix=None) -> dict:
+    def step(self, images: np.ndarray, labels: np.ndarray, lr: float, mix=None, observer=None) -> dict:
         """One step on an explicit batch: forward, backward, clip rule, optimiser update (mix: CutMix's
-        partner labels and shares, augment.mixed_targets)."""
+        partner labels and shares, augment.mixed_targets).
+
+        `observer` (LiteNet Studio's inspection) sees the step's own numbers, no copies: its
+        `backward_op` is network.backward's on_op hook, and `pass_done(tape, dz, grads)` runs after the
+        backward, before the clip rule and the update change anything.
+        """
         t = self.train
         tape = network.forward(self.params, images, self.model)
         loss, _, dz = network.loss_and_dlogits(tape.z, labels, t.loss, t.margin, t.label_smoothing, mix)
-        _, _, joins = network.backward(self.params, tape, dz, self.model, grads=self.grads)
+        _, _, joins = network.backward(self.params, tape, dz, self.model, grads=self.grads,
+                                       on_op=None if observer is None else observer.backward_op)
+        if observer is not None:
+            observer.pass_done(tape, dz, self.grads)
         if self.comm is not None:  # the mean over the global batch, the same on every rank
             self.comm.allreduce_sum_(self.grads)
             optim.grad_average(self.grads, self.comm.world_size)
