@@ -15,7 +15,6 @@ from PIL import Image
 
 from cli_runs import REPO, fake_maps, litenet
 from litenet import graph, layers
-from litenet.errors import UsageError
 from litenet.export import onnx_graph
 from litenet.export.onnx_fp32 import build_fp32
 from litenet.forward import logits
@@ -23,7 +22,6 @@ from litenet.layers import LayerError, layer
 from litenet.model import (LayersConfig, MixerConfig, ModelConfig, TrainConfig, configs_from_json, configs_to_json,
                            init_params, load_preset, model_from_dict, model_to_dict, param_count, param_views)
 from litenet.train import gradcheck
-from litenet.train.backends import choose_backend
 from litenet.train.numpy_backend import NumpyBackend
 
 FAMILY_MODELS = [load_preset("litenet-base").model, load_preset("litenet-seed").model,
@@ -167,12 +165,35 @@ def test_a_flag_of_another_family_is_refused_for_a_layer_list(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("litenet train: error: width is not a setting of the layers family")
 
 
-def test_auto_trains_a_layer_list_with_numpy_and_cuda_refuses_it(capsys):
-    assert choose_backend("auto", "layers") == "numpy"
-    assert "does not train the layers family" in capsys.readouterr().err
-    from litenet.train.backends import cuda_backend
-    with pytest.raises(UsageError, match="trains with --backend numpy"):
-        cuda_backend(LayersConfig(layers=MIXED), TrainConfig(), None)
+def test_a_layer_list_trains_on_the_cuda_lowering_as_with_numpy():
+    """The CUDA backend walks any op list (litenet/lowering): a layer list trains there (on the CPU
+    emulator here) with the NumPy backend's losses."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    if shutil.which("g++") is None:
+        pytest.skip("the CPU emulator needs g++")
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "cuda"))
+    from emulator.device import EmuDevice
+
+    from litenet.model import init_params
+    from litenet.train.gpu_backend import GpuBackend
+    from litenet.train.numpy_backend import NumpyBackend
+    from litenet.train import schedule
+    from tests.golden.record import learnable_images
+
+    model, train = LayersConfig(layers=MIXED), TrainConfig(batch_size=8, optimizer="adamw", loss="cross-entropy",
+                                                           lr_base=2e-3)
+    images, labels = learnable_images(32, 10, 0)
+    batches = schedule.epoch_batches(32, train, 0)[:3]
+    losses = []
+    for backend in (GpuBackend(model, train, init_params(model, 0), device=EmuDevice()),
+                    NumpyBackend(model, train, init_params(model, 0), dtype=np.float64)):
+        backend.load_dataset(images, labels.astype(np.int64))
+        backend.train_steps(batches, np.full(3, 1e-3))
+        losses.append(backend.fetch_stats()["loss"])
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
 
 
 def test_a_mixed_preset_trains_exports_and_runs_in_litenet_infer(tmp_path):

@@ -13,7 +13,6 @@ from litenet.forward import Tape
 from litenet.graph import IMAGES, Op
 from litenet.model import param_views
 from litenet.studio.summaries import matrix_picture, per_image_norm, summary
-from litenet.train import network
 
 
 def identity_shares(sums: tuple[float, float, float]) -> dict:
