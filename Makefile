@@ -96,7 +96,7 @@ export-report: $(call extras,train export) data  ## measure OUT's export figures
 export-ablation: $(call extras,train export) data  ## score int8 variants (rounding, bias correction) of OUT against fp32 off the test set into bench/results/new/
 	$(PY) bench/export_ablation.py --weights $(OUT) --calib $(CALIB) --out $(NEW_RESULTS)/export-ablation-$(PRESET).md $(data_flag)
 
-# --- CUDA --- (litenet/train/cuda, kernels/*.cu; docs/cuda.md)
+# --- CUDA --- (litenet/lowering, litenet/train/gpu_backend.py, kernels/; docs/cuda.md)
 GPU_VENV_DEPS := $(call extras,dev $(CUDA_EXTRA))
 
 .PHONY: test-gpu
