@@ -31,6 +31,15 @@ def add_arguments(parser) -> None:
     parser.add_argument("--pdb", action="store_true", help="stop in the debugger at the first step (n: next, s: step in)")
     parser.add_argument("--data", help="CIFAR-10 folder or archive (default: the usual search order)")
     parser.add_argument("--maps", help="folder of the converted memory maps")
+    parser.add_argument("--backend", default="numpy", choices=["numpy", "cuda"],
+                        help="numpy: the trace (default); cuda: the step as the CUDA backend would launch it, op by op "
+                             "with its kernels (the lowering; needs no GPU)")
+    parser.add_argument("--kernels", default="fast", choices=["fast", "reference"],
+                        help="--backend cuda: the fast kernels where they cover the network, or the reference kernels alone")
+    parser.add_argument("--precision", choices=["fp32", "tf32", "bf16"],
+                        help="--backend cuda: the products' precision (default: the preset's)")
+    parser.add_argument("--sm-count", type=int, default=132,
+                        help="--backend cuda: the GPU's multiprocessors the tile choice plans for (default 132, an H200)")
 
 
 class Printer:
@@ -175,6 +184,15 @@ def check_against_network(params, images, labels, model, train, grads: dict) -> 
     return max(float(np.max(np.abs(views[k] - v))) for k, v in grads.items())
 
 
+def _settings(args):
+    """(model, train) of --model's trained folder, or of --preset."""
+    if args.model:
+        from litenet.insight.common import load_trained
+        return load_trained(args.model)[1:3]
+    preset = load_preset(args.preset)
+    return preset.model, preset.train
+
+
 def _batch(args, count: int):
     if count < 1:
         raise LiteNetError("--batch must be at least 1")
@@ -189,7 +207,23 @@ def _batch(args, count: int):
     return rng.integers(0, 256, (count, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, count), "random images"
 
 
+def launches(model, train, precision: str | None, kernels: str, sm_count: int) -> str:
+    """The training step's launch list as the CUDA backend would run it (litenet.lowering): region by region,
+    each named after its ops, with the rewrite that made it and each kernel launch."""
+    from litenet.lowering import lower_training
+
+    if sm_count < 1:
+        raise LiteNetError(f"--sm-count {sm_count}: a GPU has at least one multiprocessor")
+    program = lower_training(model, train, train.batch_size, 16, kernels, precision=precision or train.precision,
+                             sm_count=sm_count)
+    return program.describe()
+
+
 def run(args) -> int:
+    if args.backend == "cuda":
+        model, train = _settings(args)
+        print(launches(model, train, args.precision, args.kernels, args.sm_count))
+        return 0
     if args.model:
         from litenet.insight.common import load_trained
         params, model, train, _, folder = load_trained(args.model)

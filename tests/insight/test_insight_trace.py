@@ -40,3 +40,14 @@ def test_trace_of_the_mixer_walks_its_ops(capsys):
     for text in ("ops.patchify", "ops.token_linear_forward", "ops.token_linear_backward", "ops.mean_tokens_backward",
                  "paths join at blocks.0.token_residual", "max |difference| = 0"):
         assert text in out
+
+
+def test_trace_shows_the_cuda_launches_without_a_gpu(capsys):
+    """`litenet trace --backend cuda`: the step as the lowering launches it, op → region → kernels."""
+    assert main(["trace", "--backend", "cuda", "--preset", "litenet-mixer"]) == 0
+    text = capsys.readouterr().out
+    assert "blocks.0.token_fc1 + blocks.0.token_gelu  [forward, fast: product + GELU epilogue]" in text
+    assert "adamw_update<<<" in text and "patches_gather<<<" in text
+    assert main(["trace", "--backend", "cuda", "--preset", "litenet-seed", "--kernels", "reference"]) == 0
+    text = capsys.readouterr().out
+    assert "linear_backward_weight_reference<<<" in text and "fast:" not in text

@@ -18,7 +18,8 @@ ROW_WARPS = 8  # the row kernels: one warp a row, 8 rows a block
 def replaced(rewrite: str, regions: list[Region], calls: list[Call]) -> Region:
     """One region standing for `regions` (consecutive), computed by `calls`."""
     ops = tuple(name for r in regions for name in r.ops)
-    return Region(" + ".join(r.name for r in regions), regions[0].phase, ops, calls,
+    phase = next((r.phase for r in regions if r.phase != "input"), "input")  # images + embedding: a forward
+    return Region(" + ".join(r.name for r in regions), phase, ops, calls,
                   [c for r in regions for c in r.reference], rewrite)
 
 
