@@ -170,8 +170,8 @@ studio-figures: $(call extras,studio-test) data  ## (~10 min on 2 cores) a tour 
 	$(PY) scripts/studio_tour.py --out docs/figures/studio $(data_flag)
 
 .PHONY: bench-studio
-bench-studio: $(call extras,studio-test) data  ## (~3 min) the Studio's cost: inspection's share of a litenet-mixer-cpu step, and the page's updates per second while it trains (Chromium), into bench/results/studio.md
-	$(PY) bench/bench_studio.py --out bench/results/studio.md $(data_flag)
+bench-studio: $(call extras,studio-test) data  ## (~3 min) the Studio's cost: inspection's share of a litenet-mixer-cpu step, and the page's updates per second while it trains (Chromium), into bench/results/new/studio.md
+	$(PY) bench/bench_studio.py --out bench/results/new/studio.md $(data_flag)
 
 # --- Runtime --- (litenet/runtime, litenet-infer; docs/runtime.md)
 SHIP_PRESET := litenet-base
@@ -194,8 +194,8 @@ arm-check: $(call extras,train) data  ## (root; 4 min, 20 the first time) the Ra
 	MODEL=$(if $(MODEL),$(MODEL),models/$(SHIP_PRESET)) PY=$(PY) scripts/arm-check.sh
 
 .PHONY: bench-infer-tool
-bench-infer-tool: $(call extras,video)  ## (~1 min) litenet bench-infer and litenet-infer --video on a 640x480 30 fps test clip here, targets checked, into bench/results/infer-bench-cpu.md (GPU machine: bench/infer_tool_session.sh)
-	$(PY) bench/infer_tool_session.py --raw bench/results/infer-bench-cpu --page bench/results/infer-bench-cpu.md
+bench-infer-tool: $(call extras,video)  ## (~1 min) litenet bench-infer and litenet-infer --video on a 640x480 30 fps test clip here, targets checked, into bench/results/new/ (the page of record: bench/results/infer-tool.md; GPU machine: bench/infer_tool_session.sh)
+	$(PY) bench/infer_tool_session.py --raw bench/results/new/infer-bench-cpu --page bench/results/new/infer-bench-cpu.md
 
 # --- Inference GPU --- (litenet/runtime/cuda_*.py, kernels/infer_*.cu; docs/runtime.md "CUDA backend")
 INFER_MODELS ?= models/$(SHIP_PRESET)

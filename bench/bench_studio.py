@@ -145,7 +145,7 @@ def report(result: dict) -> str:
         f"`make bench-studio` (bench/bench_studio.py) on {m['cpus']} CPU cores ({m['cpu']}), NumPy {m['numpy']}, "
         f"load average before the run {', '.join(f'{x:.2f}' for x in m['load_average'])} (the machine is shared). "
         f"The Studio's matrix products run on {BLAS_THREADS} BLAS thread (controller.BLAS_THREADS); every step "
-        "below too. Raw numbers: `studio.json` beside this page.", "",
+        "below too. Raw numbers: `raw/studio.tar.xz`, `studio.json`.", "",
         f"## A training step, batch {s['batch']} (median of {len(s['raw_ms']['backend'])} interleaved rounds)", "",
         "| step | ms | × the backend's step |", "|---|---|---|",
         f"| the training backend's step (NumpyBackend.train_steps: augmentation, forward, backward, update; what "
@@ -176,7 +176,7 @@ def report(result: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="bench/results/studio.md")
+    parser.add_argument("--out", default="bench/results/new/studio.md")
     parser.add_argument("--data")
     parser.add_argument("--maps")
     parser.add_argument("--rounds", type=int, default=30)

@@ -1,7 +1,7 @@
 """The page of bench/infer_tool_session.py's figures, rendered from its raw folder (bench-infer.json,
 bench-infer.txt, overhead.json, video.json, annotated-frame.png), with the issue's targets checked.
 
-    python bench/infer_tool_report.py bench/results/infer-bench-cpu --out bench/results/infer-bench-cpu.md
+    python bench/infer_tool_report.py bench/results/new/infer-bench-cpu --out bench/results/new/infer-bench-cpu.md
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Steps: a test clip (bench/video_clip.py: 640 × 480, 30 fps, CIFAR-10 test image
 one core, paced at the clip's 30 fps (ONNX Runtime), and on pre-decoded frames in batches of 256;
 `--video --out` for an annotated clip, one frame of which is kept as a PNG.
 
-    python bench/infer_tool_session.py --raw bench/results/infer-bench-cpu --page bench/results/infer-bench-cpu.md
+    python bench/infer_tool_session.py --raw bench/results/new/infer-bench-cpu --page bench/results/new/infer-bench-cpu.md
 """
 
 from __future__ import annotations

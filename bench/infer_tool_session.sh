@@ -7,7 +7,7 @@
 # From the repository root; at most 7 files land in OUT (the page, its raw folder, the logs):
 #
 #   OUT=/tmp/infer-tool bench/infer_tool_session.sh
-#   cp -r $OUT/infer-bench-gpu $OUT/infer-bench-gpu.md bench/results/      # then commit them
+#   then fold $OUT/infer-bench-gpu.md into bench/results/infer-tool.md and its raw files into raw/infer-tool.tar.xz
 set -u
 OUT=${OUT:-/tmp/litenet-infer-tool}
 mkdir -p "$OUT"

@@ -3,7 +3,7 @@ run, timed as a user's call to the backend (`predict` on uint8 images, the x / 2
 GPU, the copies to and from the device included).
 
 The timing loop is the plainest there is — perf_counter around each call, nothing else inside —
-so that the figure is the call's and not the tool's (bench/results/infer-bench-cpu.md compares it
+so that the figure is the call's and not the tool's (bench/results/infer-tool.md compares it
 with a hand-timed loop over the same ONNX Runtime session).
 """
 

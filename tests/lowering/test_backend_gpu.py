@@ -14,6 +14,7 @@ from litenet.model import load_preset, override
 pytestmark = pytest.mark.gpu
 
 
+@pytest.fixture(scope="module")
 def device():
     from litenet.gpu.device import CupyDevice
     return CupyDevice()
@@ -29,14 +30,14 @@ def preset(name: str, **train):
                                                            "decay": "weights", "lr_base": 0.001}),
                                          ("litenet-mixer", {}), ("litenet-mixer", {"precision": "bf16"}),
                                          ("litenet-mixer-cutmix", {"precision": "bf16"})])
-def test_check_kernels_at_the_presets_sizes(name, train):
+def test_check_kernels_at_the_presets_sizes(device, name, train):
     model, t = preset(name, **train)
     _, _, gpu, _ = run_pair(model, t, device, count=1, n=2 * t.batch_size, check_kernels=1)
     assert gpu.check_report and max(gpu.check_report.values()) <= 1.0
 
 
 @pytest.mark.parametrize("name", ["litenet-base", "litenet-mixer"])
-def test_reference_tier_at_the_presets_sizes(name):
+def test_reference_tier_at_the_presets_sizes(device, name):
     model, t = preset(name)
     a, b, gpu, _ = run_pair(model, t, device, count=3, n=2 * t.batch_size, kernels="reference", check_kernels=1)
     assert max(gpu.check_report.values()) <= 1.0
@@ -44,7 +45,7 @@ def test_reference_tier_at_the_presets_sizes(name):
 
 
 @pytest.mark.parametrize("plan", ["fused", "ops"])
-def test_200_fast_steps_match_the_numpy_backend(plan):
+def test_200_fast_steps_match_the_numpy_backend(device, plan):
     """Cross-entropy: the margin loss's subgradient jumps where a hinge sits within rounding of zero, so
     two float32 orders of summation may branch apart after ~140 steps (docs/decisions.md, "Tolerances")."""
     model, t = preset("litenet-seed", loss="cross-entropy")
@@ -52,12 +53,12 @@ def test_200_fast_steps_match_the_numpy_backend(plan):
     np.testing.assert_allclose(a["loss"], b["loss"], rtol=2e-3, atol=2e-3)
 
 
-def test_a_network_of_neither_family_on_the_gpu():
+def test_a_network_of_neither_family_on_the_gpu(device):
     a, b, _, _ = run_pair(MIXED, ADAMW, device, count=20, kernels="fast", numpy_dtype=np.float32)
     assert_losses_match(a, b, rtol=1e-3)
 
 
-def test_graph_replay_recompute_and_memory():
+def test_graph_replay_recompute_and_memory(device):
     model, t = preset("litenet-mixer", precision="bf16")
     a, _, keep, _ = run_pair(model, t, device, count=6, n=512, steps_per_graph=3)
     b, _, again, _ = run_pair(model, dataclasses.replace(t, activations="recompute"), device, count=6, n=512,
