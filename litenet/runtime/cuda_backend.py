@@ -8,7 +8,9 @@ that is replayed.
 MLP family (kernels/infer_fp32.cu, kernels/infer_int8.cu; cuda_net, cuda_plan): a batch of up to
 FUSED_MAX_BATCH images runs as one launch (the whole forward, phases separated by grid barriers), a
 larger one as a tiled launch per layer. Mixer family (cuda_mixer_net, cuda_mixer): a launch per op
-of the op list, each product with its GELU or residual join fused in (mode "layers").
+of the op list, each product with its GELU or residual join fused in (mode "layers"). A network that is
+a layer list (LiteNet Studio's, litenet/layers.py), fp32: the op-list lowering's forward program
+(litenet/lowering/forward.py), the same walk the trainer's evaluation runs.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
 MIN_CAPABILITY = (6, 1)  # __dp4a
-FAMILIES = ("mlp", "mixer")
+LOWERED_MODE = "lowering"
+FAMILIES = ("mlp", "mixer", "layers")
+INT8_FAMILIES = ("mlp", "mixer")  # the int8 plan's kernels; a layer list's int8 runs in ONNX Runtime
 
 
 class CudaInference(Backend):
@@ -49,10 +53,13 @@ class CudaInference(Backend):
     def unavailable_reason(cls, model: ModelFiles, precision: str) -> str | None:
         if precision == "fp32" and (model.weights is None or model.config is None):
             return f"{model.describe()} has no weights.safetensors with its config.json (the CUDA fp32 input)"
+        if model.family() not in FAMILIES:
+            return f"its kernels run the {', '.join(FAMILIES)} families; this model is a {model.family()}"
+        if precision == "int8" and model.family() not in INT8_FAMILIES:
+            return (f"its int8 kernels run the {' and '.join(INT8_FAMILIES)} families; a {model.family()} model's "
+                    "int8 runs in ONNX Runtime (--backend onnxruntime)")
         if precision == "int8" and model.plan is None:
             return f"{model.describe()} has no model.int8.plan.safetensors (run litenet export --int8)"
-        if model.family() not in FAMILIES:
-            return f"its kernels run the {' and '.join(FAMILIES)} families; this model is a {model.family()}"
         try:
             import safetensors  # noqa: F401
         except ImportError:
@@ -83,6 +90,9 @@ class CudaInference(Backend):
         self.family = model.family()
         if self.family == "mixer":
             self._init_mixer(model, precision, device, mode, graphs, chunk)
+            return
+        if self.family == "layers":
+            self._init_layers(model, precision, device, mode, graphs, chunk)
             return
         if mode != "auto" and mode not in MODES:
             raise ValueError(f"mode must be auto or one of {MODES}")
@@ -124,8 +134,33 @@ class CudaInference(Backend):
         self.net = MixerDeviceNet(device, packed)
         self._runs = OrderedDict()
 
+    def _init_layers(self, model: ModelFiles, precision: str, device, mode: str, graphs: bool, chunk: int) -> None:
+        from litenet.weights import load_model
+
+        if precision != "fp32":
+            raise LiteNetError(f"{model.describe()} is a layer list: LiteNet's CUDA int8 runs the "
+                               f"{' and '.join(INT8_FAMILIES)} families; use --backend onnxruntime for its int8")
+        if mode not in ("auto", LOWERED_MODE):
+            raise ValueError(f"a layer list runs in mode auto or {LOWERED_MODE}, not {mode!r}")
+        if model.weights is None or model.config is None:
+            raise LiteNetError(f"{model.describe()}: the CUDA backend's fp32 needs weights.safetensors and "
+                               "config.json beside each other")
+        self.params, self.model, _train, _doc = load_model(model.weights.parent)
+        self.path = model.weights
+        classes = self.model.classes
+        self.classes = model.classes or tuple(f"class {i}" for i in range(classes))
+        if len(self.classes) != classes:
+            raise LiteNetError(f"{self.path} has {classes} classes but the model's config names "
+                               f"{len(self.classes)}; the model files come from different models")
+        if device is None:
+            from litenet.gpu.device import CupyDevice
+            device = CupyDevice()
+        self.dev, self.precision, self.mode, self.graphs = device, precision, LOWERED_MODE, graphs
+        self.chunk = max(1, chunk)
+        self._runs = OrderedDict()
+
     def mode_for(self, batch: int) -> str:
-        if self.family == "mixer" or self.mode != "auto":
+        if self.family in ("mixer", "layers") or self.mode != "auto":
             return self.mode
         return "fused" if batch <= self.fused_max_batch and self.net.fused_fits() else "tiles"
 
@@ -135,6 +170,10 @@ class CudaInference(Backend):
         if run is None:
             if self.family == "mixer":
                 run = plan_mixer_batch(self.net, batch)
+            elif self.family == "layers":
+                from litenet.lowering.forward import ForwardRun
+
+                run = ForwardRun(self.model, self.params, self.dev, batch)
             else:
                 run = plan_batch(self.net, batch, self.mode_for(batch), self.fused_grid)
             self._runs[batch] = run
@@ -169,6 +208,9 @@ class CudaInference(Backend):
         return out
 
     def describe(self) -> str:
+        if self.family == "layers":
+            return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
+                    f"the op-list lowering's forward, a launch per op or fused region; {self.path}")
         if self.family == "mixer":
             return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
                     f"{self.net.describe()}, a launch per op; {self.path}")

@@ -66,3 +66,21 @@ def test_graph_replay_recompute_and_memory(device):
     assert np.array_equal(a["loss"], b["loss"])  # replayed graphs = eager launches; recompute = keep
     assert np.array_equal(keep.state()["params"], again.state()["params"])
     assert again.memory_report()["arena_bytes"] < 0.5 * keep.memory_report()["arena_bytes"]
+
+
+def test_the_forward_run_of_a_layer_list_on_the_gpu(device):
+    """What `litenet-infer --backend cuda` runs for a layer list (litenet/lowering/forward.py), both tiers."""
+    from litenet import forward
+    from litenet.graph import ops_of
+    from litenet.lowering.forward import ForwardRun
+    from litenet.model import init_params, param_views
+
+    params = init_params(MIXED, 0)
+    images = np.random.default_rng(0).integers(0, 256, (256, 32, 32, 3), dtype=np.uint8)
+    want = forward.logits(ops_of(MIXED), param_views(params.astype(np.float64), MIXED), images)
+    for kernels in ("reference", "fast"):
+        run = ForwardRun(MIXED, params, device, len(images), kernels=kernels)
+        device.upload(run.pixels, images.reshape(len(images), 3072))
+        for launch in run.launches:
+            device.launch(launch)
+        np.testing.assert_allclose(device.download(run.logits), want, rtol=2e-4, atol=2e-4 * np.abs(want).max())
