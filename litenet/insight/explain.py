@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
 from litenet.insight import common
 from litenet.insight.saliency import class_scores, load_image, render_explanation, render_grid, saliency
 
@@ -53,7 +53,7 @@ def explain_files(paths: list[str], out: Path, params, model, train, classes) ->
 def explain_grid(count: int, out: Path, params, model, classes, args) -> Path:
     """A sheet of the first `count` test images with their maps, titled true → predicted."""
     if count < 1:
-        raise LiteNetError("--grid needs a positive number of images")
+        raise UsageError("--grid needs a positive number of images")
     test = common.open_data(args).test
     images = np.asarray(test.images[:count])
     labels = np.asarray(test.labels[:count], np.int64)
@@ -83,7 +83,7 @@ def _fmt(value: float, kind: str) -> str:
 
 def run(args) -> int:
     if not args.images and not args.grid:
-        raise LiteNetError("give image files, --grid N, or both")
+        raise UsageError("give image files, --grid N, or both")
     params, model, train, classes, folder = common.load_trained(args.model)
     out = common.output_folder(args.out, folder, "explain")
     out.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litenet.errors import UsageError
+from litenet.errors import EXIT_DIVERGED, UsageError
 from litenet.model import AnyModel, TrainConfig, load_preset, override_preset
 
 # What `litenet train` (and `make train`) trains when no preset is named: the Mixer, at the size for
@@ -79,7 +79,7 @@ def backend_options(opts: RunOptions, backend: str) -> dict:
 
 def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
     """Train as one rank of `comm` (the whole run when None): every rank of a launch runs this.
-    Returns the exit code: 0 finished, 3 diverged, 130 interrupted (checkpoint saved)."""
+    Returns the exit code: 0 finished, EXIT_DIVERGED, 130 interrupted (checkpoint saved)."""
     from litenet.data import open_cifar10
     from litenet.train.trainer import LoopOptions, Split, TrainData, Trainer
 
@@ -102,7 +102,7 @@ def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
                        progress=opts.progress)
     result = Trainer(name, model, train, out, data, loop, comm=comm).run()
     if result.stopped == "diverged":
-        return 3
+        return EXIT_DIVERGED
     if result.stopped == "interrupted":
         return 130
     if writer:

@@ -209,9 +209,11 @@ class Trainer:
             if not np.all(np.isfinite(stats["loss"])):
                 bad = global_step + int(np.argmax(~np.isfinite(stats["loss"])))
                 if self.writer:
+                    kept = (f"The checkpoint in {self.out} (saved before step {bad}, every loss finite) is kept"
+                            if (self.out / CHECKPOINT_FILE).is_file() else
+                            f"No checkpoint was saved before it, so {self.out} holds none")
                     print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
-                          f"The last good checkpoint in {self.out} is kept (lower lr_base or check the data).",
-                          file=sys.stderr)
+                          f"{kept} (lower lr_base or check the data).", file=sys.stderr)
                 return TrainResult(Position(epoch, step, global_step), None, "diverged")
             stop = agree(self.comm, interrupt.requested, params)  # the same answer on every rank
             losses.extend(stats["loss"])

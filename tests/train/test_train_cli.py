@@ -35,7 +35,7 @@ def test_ctrl_c_saves_and_resume_finishes(maps, tmp_path):
 
 def test_user_errors_are_one_line(maps, tmp_path):
     r = litenet("train", "--preset", "no-such", "--maps", str(maps), "--out", str(tmp_path))
-    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 3 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "litenet-seed" in r.stderr
     r = litenet("train", "--preset", "litenet-seed", "--hidden", "lots")
     assert r.returncode == 2 and "--hidden" in r.stderr  # argparse checks the type
