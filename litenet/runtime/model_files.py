@@ -227,9 +227,12 @@ def open_session_unoptimized(path: Path):
     """A throwaway session for reading metadata: no graph optimisation, so it opens fast."""
     import onnxruntime as ort
 
+    from litenet.runtime.onnx_external import check_external_data
+
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
+    check_external_data(path)  # before ONNX Runtime may follow a location out of the folder
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidProtobuf types

@@ -9,6 +9,7 @@ from litenet.errors import LiteNetError
 from litenet.runtime.backends import Backend
 from litenet.runtime.images import pixels_to_float
 from litenet.runtime.model_files import MODEL_HINT, ModelFiles, not_an_onnx_model, onnx_metadata, parse_names
+from litenet.runtime.onnx_external import check_external_data
 
 # Batches up to this size run on one intra-op thread: a batch-1 LiteNet forward is a few
 # matrix-vector products of ~0.1 ms, too short for a second thread to pay for waking it
@@ -76,6 +77,7 @@ class OnnxRuntimeInference(Backend):
         # Spinning workers burn a core between calls; on a shared or small machine that slows the
         # caller more than the wake-up it saves (docs/export.md point 5; measured in the bench).
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        check_external_data(path)  # before ONNX Runtime may follow a location out of the folder
         try:
             self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidProtobuf/... types
