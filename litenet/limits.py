@@ -50,7 +50,8 @@ def decoded_image_bytes(width: int, height: int, mode: str) -> int:
     return width * height * _BYTES_PER_PIXEL.get(mode, 4) + height * ROW_OVERHEAD_BYTES
 
 
-# --- Archives (litenet data) --------------------------------------------------------------------
-# A CIFAR-10 binary batch is 10,000 records of 3,073 bytes (30,730,000 bytes); a pickled batch is
-# ~31 MB. A member larger than 64 MiB is not CIFAR-10, whatever its name: refused from its header.
-MAX_ARCHIVE_MEMBER_BYTES = 64 << 20
+# --- CIFAR-10 batch files (litenet data: a folder, or members of a .tar.gz) --------------------------
+# A binary batch is 10,000 records of 3,073 bytes (30,730,000 bytes); a pickled batch is ~31 MB. A
+# file larger than 64 MiB is not CIFAR-10, whatever its name: refused from its size (an archive
+# member's from its tar header) before a byte of it is read or decompressed.
+MAX_BATCH_FILE_BYTES = 64 << 20
