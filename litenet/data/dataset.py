@@ -43,8 +43,9 @@ def _check_same_source(maps_dir: Path, manifest: dict, data: str, origin: str = 
     wanted = str(locate_source(data, download=False))
     built_from = manifest.get("source", {}).get("path")
     if built_from != wanted:
-        raise LiteNetError(f"maps at {maps_dir} were built from {built_from}, not {wanted} ({origin}); "
-                           f"run `litenet data --force --data {data}` to rebuild them (or choose another --maps)")
+        also = ", or unset LITENET_DATA" if origin == "LITENET_DATA" else ""
+        raise LiteNetError(f"maps at {maps_dir} were built from {built_from}, not {wanted}; "
+                           f"run `litenet data --force --data {data}` to rebuild them (or choose another --maps{also})")
 
 
 def open_cifar10(data: str | Path | None = None, maps: str | Path | None = None, download: bool = True,
