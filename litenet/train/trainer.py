@@ -11,6 +11,7 @@ ranks agree on stopping and check that they hold the same weights (parallel.comm
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -29,6 +30,7 @@ from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
 from litenet.train.network import loss_and_dlogits
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
+from litenet.train.run_lock import hold_run_folder
 from litenet.weights import save_model
 
 EPOCH_LOSSES = "epoch_losses"  # a checkpoint's record of the interrupted epoch's losses so far
@@ -167,6 +169,11 @@ class Trainer:
     # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> TrainResult:
+        """Train while holding the run folder (rank 0 writes it; the other ranks only read)."""
+        with hold_run_folder(self.out) if self.writer else contextlib.nullcontext():
+            return self._run()
+
+    def _run(self) -> TrainResult:
         backend, position = self._start()
         bar = _progress_bar(self.total_steps, position.global_step, self.options.progress and self.writer)
         try:
