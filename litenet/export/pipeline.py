@@ -14,17 +14,15 @@ import numpy as np
 
 from litenet.atomic import atomic_path
 from litenet.errors import EnvironmentProblem, LiteNetError, UsageError
-from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine, scales as sc, tensorrt
+from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine, scales as sc, siblings, tensorrt
 from litenet.export.calibrate import DEFAULT_PERCENTILE, METHODS, activations, calibration_images
-from litenet.limits import MAX_CALIB_BYTES, MAX_CALIB_IMAGES
 from litenet.export.onnx_fp32 import INPUT_DOC, build_fp32
+from litenet.export.siblings import FP32_FILE, INT8_FILE, SCALES_FILE
+from litenet.limits import MAX_CALIB_BYTES, MAX_CALIB_IMAGES
 from litenet.runtime import int8_plan as plan_runtime
 from litenet.runtime.model_files import file_sha256
 from litenet.weights import WEIGHTS_FILE, load_model
 
-FP32_FILE = "model.onnx"
-INT8_FILE = "model.int8.onnx"
-SCALES_FILE = "model.int8.scales.json"
 PLAN_FILE = plan_runtime.PLAN_FILE
 ONNX_FORMAT = "litenet-onnx/1"
 DEFAULT_METHOD = "percentile"
@@ -96,7 +94,7 @@ def check_calibration_memory(params, model, images: int, flag: str) -> None:
     """
     if images > MAX_CALIB_IMAGES:
         raise UsageError(f"{flag} asks for {images:,} calibration images; the limit is {MAX_CALIB_IMAGES:,}")
-    largest = max(x[0].size for x in activations(params, model, np.zeros((1, 32, 32, 3), np.uint8)).values())
+    largest = max(x.size for x in activations(params, model, np.zeros((1, 32, 32, 3), np.uint8)).values())
     need = images * 4 * largest * 4
     if need > MAX_CALIB_BYTES:
         most = MAX_CALIB_BYTES // (16 * largest)
@@ -174,7 +172,12 @@ def _export(folder: Path, params, model, doc: dict, weights_sha256: str, options
     report = ExportReport(folder, artifacts, fp32_check)
     if options.int8:
         export_int8(report, options, params, model, str(doc.get("preset", "unknown")), ds, meta, acc32, log)
+    stale = siblings.stale_siblings(folder, {a.name for a in artifacts}, weights_sha256)
     write_all(folder, artifacts)
+    if stale:  # another model's int8 files beside this model.onnx would be served as this model
+        siblings.remove(folder, stale)
+        report.notes.append(f"removed {', '.join(stale)}: exported from other weights than these "
+                            "(add --int8 to export them for these weights)")
     return report
 
 
@@ -224,7 +227,7 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
     reason = tensorrt.unavailable_reason() if options.engine else "--no-engine was given"
     if reason is None:
         log("TensorRT: building the int8 engine")
-        engine_bytes, info = tensorrt.build_and_describe(qbytes)
+        engine_bytes, info = tensorrt.build_and_describe(qbytes, weights_sha256=meta["weights_sha256"])
         report.artifacts += [Artifact(tensorrt.ENGINE_FILE, engine_bytes),
                              Artifact(tensorrt.ENGINE_INFO_FILE, (json.dumps(info, indent=2) + "\n").encode())]
         report.engine_note = f"TensorRT engine: built with TensorRT {info['tensorrt_version']} for {info['gpu_name']}"
