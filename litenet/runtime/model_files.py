@@ -203,7 +203,7 @@ def parse_names(value) -> tuple[str, ...]:
 def _json_classes(config: Path) -> tuple[str, ...]:
     try:
         doc = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         raise LiteNetError(f"{config}: not valid JSON; restore it from the model's folder or re-run litenet train") from None
     return parse_names(doc.get("classes")) if isinstance(doc, dict) else ()
 
@@ -253,7 +253,10 @@ def read_safetensors_header(path: Path) -> dict:
         (length,) = struct.unpack("<Q", f.read(8))
         if length > 100_000_000:
             raise ValueError("header too large")
-        header = json.loads(f.read(length))
+        try:
+            header = json.loads(f.read(length))
+        except RecursionError:
+            raise ValueError("header nested too deeply") from None
     if not isinstance(header, dict):
         raise ValueError("header is not a JSON object")
     return header

@@ -144,7 +144,11 @@ class Trainer:
         if self.options.resume and has_checkpoint:
             state, position, saved_config = load_checkpoint(self.out)
             require_same_settings(self.out, saved_config, self._config_json())
-            backend.load_state(state)
+            try:
+                backend.load_state(state)
+            except (KeyError, ValueError) as exc:  # a tensor missing, or of another shape
+                raise LiteNetError(f"{self.out / CHECKPOINT_FILE}: damaged checkpoint (tensor {exc}); delete it "
+                                   "and retrain with --force") from None
             self._resumed_losses = [float(v) for v in state.get(EPOCH_LOSSES, ())]
             if self.writer:
                 self.metrics.truncate_after(position)
