@@ -45,7 +45,7 @@ def debugging() -> bool:
 
 def describe_os_error(exc: OSError) -> str:
     """An OSError as one line that names the file and what to do about it."""
-    where = exc.filename if exc.filename is not None else "output"
+    where = exc.filename if exc.filename is not None else "standard output"
     where = repr(str(where)) if any(c in str(where) for c in "\n\r") else str(where)
     fixes = {
         errno.EACCES: "permission denied; check the file's and its folder's permissions or choose another path",

@@ -18,6 +18,14 @@ MAX_CLASSES = 100_000  # ImageNet-21k has 21,841 classes
 # (weights, gradients, two Adam moments); beyond that no machine LiteNet targets trains it.
 MAX_PARAMETERS = 1 << 28
 
+# LayerNorm's ε is added to a variance of activations that are O(1): above 1 it no longer normalises.
+MAX_LN_EPS = 1.0
+
+# --- Training schedule (TrainConfig) ------------------------------------------------------------
+MAX_EPOCHS = 100_000  # 100,000 CIFAR-10 epochs is years on the hardware LiteNet targets
+MAX_BATCH = 65_536  # more than the 50,000 training images: the batch can only repeat them
+MAX_STEPS = 1_000_000_000  # warm-up steps: the schedule is per step; past 10^9 steps the warm-up never ends
+
 # --- Export -------------------------------------------------------------------------------------
 # 10,000 calibration images is already far more than a percentile or GPTQ needs (the default is 4,096).
 MAX_CALIB_IMAGES = 10_000
@@ -26,6 +34,10 @@ MAX_CALIB_IMAGES = 10_000
 MAX_CALIB_BYTES = 4 << 30
 # Threads: no machine LiteNet targets has more than 256 cores; more threads than cores only slow down.
 MAX_THREADS = 256
+
+# Data-parallel ranks (--gpus, --processes): 8 GPUs a host is the most LiteNet's NCCL launcher drives, and
+# NumPy ranks past the cores only share them; 1024 leaves room while refusing 10^12 before any fork.
+MAX_RANKS = 1024
 
 # --- litenet bench-infer --------------------------------------------------------------------------
 MAX_BENCH_BATCH = 65_536  # the batch's float32 images alone: 65,536 × 12 KiB = 768 MiB

@@ -21,7 +21,8 @@ import numpy as np
 from litenet import graph, layers as layer_list
 from litenet.errors import LiteNetError, UsageError
 from litenet.layers import EMBED_MODES, PATCHES, Layer
-from litenet.limits import MAX_BLOCKS, MAX_CLASSES, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH
+from litenet.limits import (MAX_BATCH, MAX_BLOCKS, MAX_CLASSES, MAX_EPOCHS, MAX_HIDDEN, MAX_LAYERS, MAX_LN_EPS,
+                            MAX_PARAMETERS, MAX_STEPS, MAX_WIDTH)
 from litenet.resources import models_dir
 
 try:  # Python 3.11+
@@ -111,7 +112,7 @@ class LayersConfig:
 
     def __post_init__(self):
         _check_range("classes", self.classes, low=2, high=MAX_CLASSES)
-        _check_range("ln_eps", self.ln_eps, low=0.0, low_open=True)
+        _check_range("ln_eps", self.ln_eps, low=0.0, low_open=True, high=MAX_LN_EPS)
         if len(self.layers) > MAX_LAYERS:
             raise UsageError(f"a layer list holds at most {MAX_LAYERS} layers; got {len(self.layers)}")
         graph.layer_ops(self.layers, self.classes, self.ln_eps)  # a list that cannot be built is refused here
@@ -137,7 +138,7 @@ def _check_shared_model_settings(model) -> None:
     _check_range("width", model.width, low=1, high=MAX_WIDTH)
     _check_range("blocks", model.blocks, low=1, high=MAX_BLOCKS)
     _check_range("classes", model.classes, low=2, high=MAX_CLASSES)
-    _check_range("ln_eps", model.ln_eps, low=0.0, low_open=True)
+    _check_range("ln_eps", model.ln_eps, low=0.0, low_open=True, high=MAX_LN_EPS)
     _check_range("input_shift", model.input_shift, low=-1.0, high=1.0)
 
 
@@ -196,14 +197,14 @@ class TrainConfig:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("activations", self.activations, ACTIVATION_MODES)
         augment_parts(self.augment)
-        _check_range("epochs", self.epochs, low=1)
-        _check_range("batch_size", self.batch_size, low=1)
+        _check_range("epochs", self.epochs, low=1, high=MAX_EPOCHS)
+        _check_range("batch_size", self.batch_size, low=1, high=MAX_BATCH)
         _check_range("lr_base", self.lr_base, low=0.0, low_open=True)
         for name in ("momentum", "beta1", "beta2", "label_smoothing"):
             _check_range(name, getattr(self, name), low=0.0, high=1.0, high_open=True)
         _check_range("adam_eps", self.adam_eps, low=0.0, low_open=True)
         _check_range("weight_decay", self.weight_decay, low=0.0)
-        _check_range("warmup_steps", self.warmup_steps, low=0)
+        _check_range("warmup_steps", self.warmup_steps, low=0, high=MAX_STEPS)
         _check_range("clip_threshold", self.clip_threshold, low=0.0, low_open=True, finite=False)
         _check_range("clip_norm", self.clip_norm, low=0.0, low_open=True)
         _check_range("margin", self.margin, low=0.0)
@@ -412,7 +413,32 @@ def override_preset(preset: Preset, values: dict[str, Any], source: str = "comma
     if foreign:
         raise UsageError(f"{', '.join(foreign)} is not a setting of the {preset.model.family} family "
                          f"(preset {preset.name})")
-    return override(preset.model, values, source), override(preset.train, values, source)
+    model, train = override(preset.model, values, source), override(preset.train, values, source)
+    unused = [f"--{k.replace('_', '-')} ({why})" for k in values if (why := inapplicable(train, k))]
+    if unused:
+        raise UsageError(f"{'; '.join(unused)}: the setting would be ignored; drop it or change what it depends on")
+    return model, train
+
+
+# A training setting that only some recipes read: (the setting it depends on, the values that read it).
+APPLIES_WHEN = {
+    "momentum": ("optimizer", ("sgd",)), "beta1": ("optimizer", ("adamw",)), "beta2": ("optimizer", ("adamw",)),
+    "adam_eps": ("optimizer", ("adamw",)), "margin": ("loss", ("margin",)),
+    "label_smoothing": ("loss", ("cross-entropy",)),
+}
+AUGMENT_SETTINGS = {"crop_padding": "crop", "cutout_size": "cutout", "cutmix_prob": "cutmix"}
+
+
+def inapplicable(train: TrainConfig, name: str) -> str | None:
+    """Why setting `name` does nothing under `train` (the optimizer, loss or augmentation that reads it is
+    not chosen), or None when it applies."""
+    if name in APPLIES_WHEN:
+        on, values = APPLIES_WHEN[name]
+        if getattr(train, on) not in values:
+            return f"{on} {values[0]} reads it; {on} is {getattr(train, on)!r}"
+    if name in AUGMENT_SETTINGS and AUGMENT_SETTINGS[name] not in train.augmentations:
+        return f"augment {AUGMENT_SETTINGS[name]} reads it; augment is {train.augment!r}"
+    return None
 
 
 def _coerce(name: str, value: Any, kind: type, source: str):

@@ -110,8 +110,8 @@ def check_writable(folder: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise EnvironmentProblem(f"cannot write to {folder} ({exc.strerror or exc}); "
-                           "choose a writable folder with --out") from None
+        reason = "not a folder" if folder.exists() and not folder.is_dir() else (exc.strerror or str(exc))
+        raise EnvironmentProblem(f"cannot write to {folder} ({reason}); choose a writable folder with --out") from None
 
 
 def write_all(folder: Path, artifacts: list[Artifact]) -> None:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.errors import LiteNetError, UsageError
+from litenet.errors import LiteNetError, UsageError, one_line
 from litenet.insight import common
 from litenet.insight.saliency import class_scores, load_image, render_explanation, render_grid, saliency
+from litenet.runtime.records import shown_path
 
 
 def add_arguments(parser) -> None:
@@ -36,7 +37,7 @@ def explain_files(paths: list[str], out: Path, params, model, train, classes) ->
             image = load_image(path, info)
         except LiteNetError as exc:
             errors.append(str(exc))
-            print(f"litenet explain: error: {exc}", file=sys.stderr)
+            print(f"litenet explain: error: {one_line(str(exc))}", file=sys.stderr)
             continue
         z, maps = saliency(params, image[None], model)
         scores, kind = class_scores(z, train.loss)
@@ -46,7 +47,7 @@ def explain_files(paths: list[str], out: Path, params, model, train, classes) ->
                                    title=f"{Path(path).name} ({width} × {height}, mode {info['mode']})")
         top = np.argsort(-scores[0])[:3]
         listed = ", ".join(f"{classes[i]} {_fmt(scores[0, i], kind)}" for i in top)
-        print(f"{path}: {listed}" + (f" → {target}" if drawn else ""))
+        print(f"{shown_path(path)}: {listed}" + (f" → {target}" if drawn else ""))
     return errors
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 
 from litenet.errors import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, LiteNetError,
-                            debugging, report)
+                            debugging, one_line, report)
 
 EXIT_MODEL = EXIT_INPUT
 PROG = "litenet-infer"
@@ -217,7 +217,7 @@ def _emitter(as_json: bool):
 
     def emit(record: dict) -> None:
         if not record["ok"]:
-            print(f"{PROG}: error: {record['error']}", file=sys.stderr)
+            print(f"{PROG}: error: {one_line(record['error'])}", file=sys.stderr)
             if as_json:
                 print(records.to_json(record))
             return

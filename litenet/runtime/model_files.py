@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,11 @@ class ModelFiles:
                 extra["engine_info"] = folder / ENGINE_INFO
             return cls(source=path, folder=folder, single_file=True, **{role: path}, **extra,
                        config=folder / CONFIG if (folder / CONFIG).is_file() else None)
+        try:
+            os.stat(path)
+        except OSError as exc:  # a symlink loop or a folder without permission is not "no such file"
+            if exc.errno != errno.ENOENT:
+                raise
         raise LiteNetError(f"{path}: no such model file or folder; {MODEL_HINT}")
 
     @classmethod
@@ -163,8 +170,9 @@ class ModelFiles:
             raise LiteNetError(f"{self.weights}: unreadable weights file ({exc}), so {path.name} cannot be checked "
                                f"against it; restore it (litenet train writes it) or give --model {path} "
                                "alone") from None
-        raise LiteNetError(f"{path} was exported from other weights than {self.weights} beside it (trained again "
-                               f"since?); re-run `litenet export --weights {self.folder} --int8`")
+        raise LiteNetError(f"{path} was exported from other weights than {self.weights} beside it (the weights were "
+                           f"retrained, replaced or damaged since); re-run `litenet export --weights {self.folder} "
+                           "--int8`, or restore the weights it came from")
 
 
 def _role_by_suffix(path: Path) -> str | None:

@@ -121,6 +121,9 @@ class Trainer:
         if self.steps_per_epoch == 0:
             raise LiteNetError(f"{len(data.train_split.images)} training images make no batch of {train.batch_size}")
         self.total_steps = self.steps_per_epoch * train.epochs
+        if train.warmup_steps > self.total_steps and self.writer:  # honoured, but not what anyone means
+            print(f"litenet: note: warmup_steps {train.warmup_steps} is longer than this run's {self.total_steps} "
+                  "steps: the learning rate never reaches its peak", file=sys.stderr)
         self.metrics = MetricsLog(self.out)
         self.history: list[dict] = []
         self._chunk_start_params = None  # the weights at the last chunk boundary, for update ratios

@@ -68,12 +68,14 @@ def test_flags_out_of_range_exit_2_naming_the_value(maps, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_usage_error_exits_2_and_other_user_errors_1(monkeypatch, capsys):
-    """litenet.cli's mapping itself: UsageError → 2, any other LiteNetError → 1, one line each."""
+def test_usage_error_exits_2_and_other_user_errors_3(monkeypatch, capsys):
+    """litenet.cli's mapping itself (docs/errors.md): UsageError → 2, any other LiteNetError → 3,
+    EnvironmentProblem → 4, one line each."""
     from litenet import cli
-    from litenet.errors import LiteNetError, UsageError
+    from litenet.errors import EnvironmentProblem, LiteNetError, UsageError
 
-    for exc, code in ((UsageError("--epochs -1: must be ≥ 1"), 2), (LiteNetError("no such file"), 1)):
+    for exc, code in ((UsageError("--epochs -1: must be ≥ 1"), 2), (LiteNetError("no such file"), 3),
+                      (EnvironmentProblem("disk full"), 4)):
         def fail(args, exc=exc):
             raise exc
         monkeypatch.setattr("litenet.data.cli.run", fail)
