@@ -83,6 +83,8 @@ class OnnxRuntimeInference(Backend):
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidProtobuf/... types
             raise not_an_onnx_model(path, exc) from None
         self.path, self.precision, self.threads = path, precision, threads
+        self._quiet = ort.RunOptions()
+        self._quiet.log_severity_level = 4  # a failed run is raised, then reported in one line: no log as well
         self.input_name = self._check_signature()
         model.check_same_weights(onnx_metadata(path, self.session), path)
         self.classes = model.classes or _class_names(onnx_metadata(path, self.session))
@@ -104,8 +106,15 @@ class OnnxRuntimeInference(Backend):
         return inputs[0].name
 
     def predict(self, images):
-        """uint8 (N, 32, 32, 3) → float32 logits (N, C)."""
-        return self.session.run(None, {self.input_name: pixels_to_float(images)})[0]
+        """uint8 (N, 32, 32, 3) → float32 logits (N, C); a model that fails inside ONNX Runtime is a LiteNetError."""
+        try:
+            return self.session.run(None, {self.input_name: pixels_to_float(images)}, self._quiet)[0]
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeException/InvalidArgument types
+            if isinstance(exc, MemoryError):
+                raise
+            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+            raise LiteNetError(f"{self.path}: ONNX Runtime failed to run this model ({first}); re-export it with "
+                               "`litenet export`, or use another --backend") from None
 
     def describe(self) -> str:
         return f"ONNX Runtime {_ort_version()} CPU, {self.threads} intra-op thread(s), {self.path}"

@@ -71,3 +71,18 @@ def test_litenet_infer_refuses_it_in_one_line_whatever_onnxruntime_is_installed(
     r = run_module("litenet.runtime", "--model", folder, "--backend", "onnxruntime", "--json", image)
     assert r.returncode == 3 and r.stdout == ""
     assert "../secret.bin" in one_error_line(r.stderr, "litenet-infer")
+
+
+def test_a_model_that_fails_inside_onnxruntime_is_one_line(tmp_path):
+    from onnx import TensorProto, helper
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 7])  # 3072 values do not split by 7
+    graph = helper.make_graph([helper.make_node("Reshape", ["images", "shape"], ["logits"])], "g",
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 32, 32, 3])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], [shape])
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    image = tmp_path / "a.png"
+    Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(image)
+    r = run_module("litenet.runtime", "--model", path, image)
+    assert r.returncode == 3 and "ONNX Runtime failed to run" in one_error_line(r.stderr, "litenet-infer")
