@@ -52,6 +52,8 @@ class ModelFiles:
             return cls.shipped()
         path = Path(path)
         if path.is_dir():
+            if not os.access(path, os.R_OK | os.X_OK):  # its files would all look absent
+                raise PermissionError(errno.EACCES, "permission denied", str(path))
             found = {role: path / name for name, role in FILE_ROLES.items() if (path / name).is_file()}
             info = path / ENGINE_INFO
             files = cls(source=path, folder=path, **found, engine_info=info if info.is_file() else None,

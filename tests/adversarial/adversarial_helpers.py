@@ -19,8 +19,8 @@ def run_module(module: str, *args, timeout: float = 60, **kw) -> subprocess.Comp
     """`python -m MODULE ARGS` from this checkout, output captured; a hang fails the test at `timeout`."""
     env = {**os.environ, "PYTHONPATH": str(REPO), **kw.pop("env", {})}
     env.pop("LITENET_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=timeout, **kw)
+    kw.setdefault("capture_output", "stdout" not in kw)
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], text=True, env=env, timeout=timeout, **kw)
 
 
 def one_error_line(stderr: str, prog: str) -> str:
