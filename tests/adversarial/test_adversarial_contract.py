@@ -133,3 +133,26 @@ def test_a_full_disk_during_conversion_leaves_no_maps_and_no_half_folder(tmp_pat
             convert(source, disk / "maps", records_per_batch=64, progress=False)
         assert caught.value.errno == errno.ENOSPC
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+@contextlib.contextmanager
+def read_only_disk(folder: Path):
+    """A read-only tmpfs at `folder` (root writes past permissions, not past a read-only mount)."""
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip("this machine does not allow mounting a tmpfs")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+@pytest.mark.parametrize("argv", [["export", "--weights", str(SHIPPED), "--out", "{ro}/out"],
+                                  ["train", "--preset", "litenet-seed", "--maps", "{maps}", "--out", "{ro}/run",
+                                   "--epochs", "1", "--backend", "numpy"]], ids=["export", "train"])
+def test_a_read_only_out_is_one_line_exit_4(argv, tmp_path, maps, capsys):
+    with read_only_disk(tmp_path / "ro") as ro:
+        assert litenet_main([a.format(ro=ro, maps=maps) for a in argv]) == 4
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith(f"litenet {argv[0]}")]
+    assert len(err) == 1 and "read-only" in err[0].lower()

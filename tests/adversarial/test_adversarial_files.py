@@ -94,3 +94,15 @@ def test_any_bytes_as_a_safetensors_header_is_a_one_line_error_or_a_header(tmp_p
         assert isinstance(safetensors_metadata(path), dict)
     except LiteNetError:
         pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["binary", "python"]), st.binary(max_size=7000))
+def test_any_bytes_as_a_cifar_batch_is_a_one_line_error_or_a_batch(layout, data):
+    from litenet.data.readers import parse_batch
+
+    try:
+        images, labels = parse_batch(layout, data, "batch", records=None)
+        assert images.shape[1:] == (32, 32, 3) and len(labels) == len(images)
+    except LiteNetError:
+        pass

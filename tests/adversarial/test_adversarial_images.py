@@ -66,3 +66,20 @@ def test_an_unreadable_folder_does_not_stop_the_other_images(tmp_path, good_png)
     finally:
         locked.chmod(0o755)
     assert got[0][1].startswith("folder cannot be read") and got[1] == (str(good_png), None)
+
+
+def test_a_folder_that_cannot_be_listed_does_not_stop_the_others_as_any_user(tmp_path, good_png, monkeypatch):
+    from pathlib import Path
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = Path.iterdir
+
+    def iterdir(self):
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    got = expand_inputs([str(locked), str(good_png)])
+    assert got == [(str(locked), "folder cannot be read (permission denied)"), (str(good_png), None)]
