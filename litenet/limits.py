@@ -18,13 +18,16 @@ MAX_CLASSES = 100_000  # ImageNet-21k has 21,841 classes
 # (weights, gradients, two Adam moments); beyond that no machine LiteNet targets trains it.
 MAX_PARAMETERS = 1 << 28
 
-# LayerNorm's ε is added to a variance of activations that are O(1): above 1 it no longer normalises.
-MAX_LN_EPS = 1.0
+# LayerNorm's ε is added to the variance of its input, which is of order 1 in these networks: an ε of
+# 10 already outweighs it (LayerNorm then mostly scales by 1/√ε); 1e30 would zero every output.
+MAX_LN_EPS = 10.0
 
 # --- Training schedule (TrainConfig) ------------------------------------------------------------
 MAX_EPOCHS = 100_000  # 100,000 CIFAR-10 epochs is years on the hardware LiteNet targets
 MAX_BATCH = 65_536  # more than the 50,000 training images: the batch can only repeat them
 MAX_STEPS = 1_000_000_000  # warm-up steps: the schedule is per step; past 10^9 steps the warm-up never ends
+
+MAX_TRACE_BATCH = 1024  # litenet trace prints every step for each image: beyond this it is unreadable anyway
 
 # --- Export -------------------------------------------------------------------------------------
 # 10,000 calibration images is already far more than a percentile or GPTQ needs (the default is 4,096).
@@ -39,8 +42,8 @@ MAX_THREADS = 256
 # NumPy ranks past the cores only share them; 1024 leaves room while refusing 10^12 before any fork.
 MAX_RANKS = 1024
 
-# --- litenet bench-infer --------------------------------------------------------------------------
-MAX_BENCH_BATCH = 65_536  # the batch's float32 images alone: 65,536 × 12 KiB = 768 MiB
+# --- litenet-infer and litenet bench-infer ---------------------------------------------------------
+MAX_INFER_BATCH = 65_536  # images in one forward pass (--batch-size, --batch): their float32 copy alone is 768 MiB
 MAX_BENCH_CALLS = 1_000_000  # --loops and --warmup: each timed call keeps one float; a million is hours of work
 MAX_BENCH_COOLDOWN_S = 3600.0  # a rest longer than an hour before each row is a typo
 

@@ -39,10 +39,10 @@ class Settings:
         unknown = [b for b in self.backends if b not in BACKENDS]
         if unknown:
             raise LiteNetError(f"unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
-        from litenet.limits import MAX_BENCH_BATCH, MAX_BENCH_CALLS, MAX_BENCH_COOLDOWN_S, MAX_THREADS
+        from litenet.limits import MAX_BENCH_CALLS, MAX_BENCH_COOLDOWN_S, MAX_INFER_BATCH, MAX_THREADS
 
-        if not all(1 <= b <= MAX_BENCH_BATCH for b in self.batches):
-            raise LiteNetError(f"--batch must be 1 … {MAX_BENCH_BATCH}")
+        if not all(1 <= b <= MAX_INFER_BATCH for b in self.batches):
+            raise LiteNetError(f"--batch must be 1 … {MAX_INFER_BATCH}")
         if not all(1 <= t <= MAX_THREADS for t in self.threads):
             raise LiteNetError(f"--threads must be 1 … {MAX_THREADS}")
         if not (1 <= self.loops <= MAX_BENCH_CALLS and 0 <= self.warmup <= MAX_BENCH_CALLS):

@@ -128,14 +128,16 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     low = [name for name, value in counts.items() if value is not None and value < 1]
     if low:
         return f"{', '.join(low)} must be at least 1"
-    from litenet.limits import MAX_THREADS
+    from litenet.limits import MAX_INFER_BATCH, MAX_THREADS
 
     many = [f"{name} {value}" for name, value in (("--threads", args.threads), ("--video-threads", args.video_threads))
             if value is not None and value > MAX_THREADS]
     if many:
         return f"{', '.join(many)}: at most {MAX_THREADS} threads (more than the cores only slows down)"
-    if args.max_latency < 0 or args.reconnects < 0:
-        return "--max-latency and --reconnects must be at least 0"
+    if args.batch_size is not None and args.batch_size > MAX_INFER_BATCH:
+        return f"--batch-size {args.batch_size}: at most {MAX_INFER_BATCH} images a forward pass"
+    if not 0 <= args.max_latency <= 60_000 or args.reconnects < 0:  # NaN fails the first too
+        return "--max-latency must be 0 … 60000 ms and --reconnects at least 0"
     if args.video is None:
         given = [f for f, v in (("--out", args.out), ("--realtime", args.realtime), ("--predecode", args.predecode),
                                 ("--max-frames", args.max_frames)) if v]

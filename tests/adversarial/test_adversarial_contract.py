@@ -51,6 +51,13 @@ LITENET_CASES = [
     (["explain", "--model", str(SHIPPED)], 2, "give image files"),
     (["data", "--data", "{t}/nowhere", "--maps", "{t}/maps"], 3, "holds no CIFAR-10"),
     (["bench-infer", "--batch", "0"], 2, "--batch must be"),
+    (["trace", "--batch", "1000000000000"], 2, "trace 1 … 1024 images"),
+    (["trace", "--values", "-1"], 2, "--values -1"),
+    (["lr-scan", "--lrs", "nan"], 2, "positive finite"),
+    (["init-compare", "--steps", "-1"], 2, "--steps -1"),
+    (["gradcheck", "--seed", "-1"], 2, "--seed -1"),
+    (["eval", "--limit", "0"], 2, "--limit 0"),
+    (["studio", "--blas-threads", "2000", "--no-browser"], 2, "--blas-threads 2000"),
     (["bench-infer", "{t}/nowhere"], 3, "no such model"),
 ]
 
@@ -68,6 +75,8 @@ def test_every_litenet_command_keeps_the_contract(argv, status, words, place, ma
 INFER_CASES = [
     (["--topk", "0", "{t}/a.png"], 2, "--topk"),
     (["--threads", "2000", "{t}/a.png"], 2, "at most 256 threads"),
+    (["--batch-size", "1000000000000", "--video", "{t}/a.png"], 2, "at most 65536 images"),
+    (["--max-latency", "nan", "--video", "{t}/a.png"], 2, "--max-latency must be"),
     (["--model", "{t}/nowhere", "{t}/a.png"], 3, "no such model"),
     (["--model", "{t}/a-file", "{t}/a.png"], 3, "not a LiteNet model file"),
     (["--model", "{t}/loop", "{t}/a.png"], 4, "symlink loop"),
