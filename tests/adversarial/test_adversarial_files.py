@@ -106,3 +106,38 @@ def test_any_bytes_as_a_cifar_batch_is_a_one_line_error_or_a_batch(layout, data)
         assert images.shape[1:] == (32, 32, 3) and len(labels) == len(images)
     except LiteNetError:
         pass
+
+
+def test_a_checkpoint_missing_a_tensor_is_one_line(tmp_path):
+    import dataclasses
+
+    from litenet.train.trainer import LoopOptions, TrainData, Trainer
+    from train_fixtures import synthetic_split
+
+    data = TrainData(synthetic_split(32, 0), synthetic_split(16, 1), tuple(f"c{i}" for i in range(10)))
+    one = dataclasses.replace(TINY_TRAIN, epochs=1)
+    Trainer("tiny", TINY_MODEL, one, tmp_path, data, LoopOptions(progress=False)).run()
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    with safe_open(str(tmp_path / "checkpoint.safetensors"), framework="numpy") as f:
+        meta, state = f.metadata(), {k: f.get_tensor(k) for k in f.keys() if k == "params"}
+    save_file(state, str(tmp_path / "checkpoint.safetensors"), metadata=meta)  # the momentum is gone
+    with pytest.raises(LiteNetError, match="damaged checkpoint"):
+        Trainer("tiny", TINY_MODEL, one, tmp_path, data, LoopOptions(progress=False, resume=True)).run()
+
+
+def test_a_changed_weights_file_is_not_called_retraining(tmp_path):
+    from litenet.runtime.model_files import ModelFiles
+
+    from adversarial_helpers import SHIPPED
+
+    for name in ("weights.safetensors", "model.onnx", "config.json"):
+        (tmp_path / name).write_bytes((SHIPPED / name).read_bytes())
+    data = bytearray((tmp_path / "weights.safetensors").read_bytes())
+    data[-1] ^= 0xFF  # a damaged tensor byte: the header still reads
+    (tmp_path / "weights.safetensors").write_bytes(bytes(data))
+    files = ModelFiles.locate(tmp_path)
+    with pytest.raises(LiteNetError, match="retrained, replaced or damaged") as caught:
+        files.check_same_weights({"weights_sha256": "0" * 64}, tmp_path / "model.onnx")
+    assert "trained again" not in str(caught.value)
