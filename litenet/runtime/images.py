@@ -116,15 +116,15 @@ def load_image(path: str | os.PathLike):
                 return resize(rgb)
     except IsADirectoryError:
         raise ImageError(f"{path}: is a folder, not an image") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ImageError(f"{path}: refused, more than {MAX_PIXELS:,} pixels (a possible decompression bomb); "
+                         "shrink it first") from None
+    except Image.UnidentifiedImageError:  # an OSError too: before the clause below
+        raise ImageError(f"{path}: not an image file Pillow can read") from None
     except OSError as exc:
         if exc.filename is None and exc.errno is None:  # Pillow's own OSError: a damaged file
             raise ImageError(f"{path}: damaged or unreadable image ({exc})") from None
         raise ImageError(f"{path}: {_stat_problem(exc)}") from None
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise ImageError(f"{path}: refused, more than {MAX_PIXELS:,} pixels (a possible decompression bomb); "
-                         "shrink it first") from None
-    except Image.UnidentifiedImageError:
-        raise ImageError(f"{path}: not an image file Pillow can read") from None
     except ImageError as exc:
         raise ImageError(f"{path}: {exc}") from None
     # NOTE: Pillow's format plugins raise many exception types on malformed data (OSError for a

@@ -83,3 +83,10 @@ def test_a_folder_that_cannot_be_listed_does_not_stop_the_others_as_any_user(tmp
     monkeypatch.setattr(Path, "iterdir", iterdir)
     got = expand_inputs([str(locked), str(good_png)])
     assert got == [(str(locked), "folder cannot be read (permission denied)"), (str(good_png), None)]
+
+
+def test_a_file_that_is_no_image_is_still_named_as_one(tmp_path):
+    path = tmp_path / "notes.png"
+    path.write_text("not an image")
+    with pytest.raises(ImageError, match="not an image file Pillow can read"):
+        load_image(path)
