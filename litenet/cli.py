@@ -8,7 +8,7 @@ import importlib.util
 import sys
 from typing import NamedTuple
 
-from litenet.errors import LiteNetError, UsageError
+from litenet.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, LiteNetError, debugging, report
 
 
 class Command(NamedTuple):
@@ -80,24 +80,22 @@ def main(argv: list[str] | None = None) -> int:
         problem = missing_extra(command)
         if problem:  # before its module is imported: that import, or the run, would fail later on
             print(problem, file=sys.stderr)
-            return 1
+            return EXIT_ENVIRONMENT
     parser = build_parser(command if command in COMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
+    prog = f"litenet {args.command}"
     try:
         return int(importlib.import_module(COMMANDS[args.command].module).run(args) or 0)
-    except UsageError as exc:  # a setting or flag out of range: argparse's status for a bad command line
-        print(f"litenet {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except LiteNetError as exc:
-        print(f"litenet {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+    except (LiteNetError, OSError) as exc:  # a user mistake or the machine refusing: one line (docs/errors.md)
+        if debugging():
+            raise
+        return report(prog, exc)
     except KeyboardInterrupt:
-        print(f"litenet {args.command}: interrupted", file=sys.stderr)
-        return 130
-
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from litenet.errors import UsageError
+from litenet.limits import MAX_WIDTH
 from litenet.ops import IMAGE_SIDE
 
 EMBED_MODES = ("channel-sum", "full")
 PATCHES = (1, 2, 4, 8, 16, 32)  # the patch sides that tile a 32×32 image
-MAX_WIDTH = 1 << 16  # any one width: bounds the parameters before anything is allocated
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")  # op names become parameter and ONNX names
 
 

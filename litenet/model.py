@@ -21,6 +21,8 @@ import numpy as np
 from litenet import graph, layers as layer_list
 from litenet.errors import LiteNetError, UsageError
 from litenet.layers import EMBED_MODES, PATCHES, Layer
+from litenet.limits import (MAX_BATCH, MAX_BLOCKS, MAX_CLASSES, MAX_EPOCHS, MAX_HIDDEN, MAX_LAYERS, MAX_LN_EPS,
+                            MAX_PARAMETERS, MAX_STEPS, MAX_WIDTH)
 from litenet.resources import models_dir
 
 try:  # Python 3.11+
@@ -56,7 +58,8 @@ class ModelConfig:
         _check_choice("embed", self.embed, EMBED_MODES)
         _check_choice("embed_init", self.embed_init, INIT_MODES)
         _check_shared_model_settings(self)
-        _check_range("hidden", self.hidden, low=1)
+        _check_range("hidden", self.hidden, low=1, high=MAX_HIDDEN)
+        _check_parameter_count(self)
 
     @property
     def embed_inputs(self) -> int:
@@ -87,8 +90,9 @@ class MixerConfig:
                              f"got {self.patch!r}")
         _check_shared_model_settings(self)
         _check_range("input_scale", self.input_scale, low=0.0, low_open=True, high=100.0)
-        _check_range("token_hidden", self.token_hidden, low=1)
-        _check_range("channel_hidden", self.channel_hidden, low=1)
+        _check_range("token_hidden", self.token_hidden, low=1, high=MAX_HIDDEN)
+        _check_range("channel_hidden", self.channel_hidden, low=1, high=MAX_HIDDEN)
+        _check_parameter_count(self)
 
     @property
     def tokens(self) -> int:
@@ -107,9 +111,12 @@ class LayersConfig:
     ln_eps: float = 1e-5
 
     def __post_init__(self):
-        _check_range("classes", self.classes, low=2)
-        _check_range("ln_eps", self.ln_eps, low=0.0, low_open=True)
+        _check_range("classes", self.classes, low=2, high=MAX_CLASSES)
+        _check_range("ln_eps", self.ln_eps, low=0.0, low_open=True, high=MAX_LN_EPS)
+        if len(self.layers) > MAX_LAYERS:
+            raise UsageError(f"a layer list holds at most {MAX_LAYERS} layers; got {len(self.layers)}")
         graph.layer_ops(self.layers, self.classes, self.ln_eps)  # a list that cannot be built is refused here
+        _check_parameter_count(self)
 
     @property
     def blocks(self) -> int:
@@ -127,11 +134,20 @@ AnyModel = ModelConfig | MixerConfig | LayersConfig
 
 
 def _check_shared_model_settings(model) -> None:
-    for name in ("width", "blocks", "classes"):
-        _check_range(name, getattr(model, name), low=1)
-    _check_range("classes", model.classes, low=2)
-    _check_range("ln_eps", model.ln_eps, low=0.0, low_open=True)
+    # Upper bounds first (litenet/limits.py): the op list and the parameter layout are built from these.
+    _check_range("width", model.width, low=1, high=MAX_WIDTH)
+    _check_range("blocks", model.blocks, low=1, high=MAX_BLOCKS)
+    _check_range("classes", model.classes, low=2, high=MAX_CLASSES)
+    _check_range("ln_eps", model.ln_eps, low=0.0, low_open=True, high=MAX_LN_EPS)
     _check_range("input_shift", model.input_shift, low=-1.0, high=1.0)
+
+
+def _check_parameter_count(model) -> None:
+    """Refuse a network too large to hold, from its layout alone (nothing is allocated)."""
+    count = param_count(model)
+    if count > MAX_PARAMETERS:
+        raise UsageError(f"this network would have {count:,} parameters ({4 * count / 2**30:.1f} GiB in float32); "
+                         f"the limit is {MAX_PARAMETERS:,}: lower width, hidden, blocks or classes")
 
 
 @dataclass(frozen=True)
@@ -181,14 +197,14 @@ class TrainConfig:
         _check_choice("precision", self.precision, PRECISIONS)
         _check_choice("activations", self.activations, ACTIVATION_MODES)
         augment_parts(self.augment)
-        _check_range("epochs", self.epochs, low=1)
-        _check_range("batch_size", self.batch_size, low=1)
+        _check_range("epochs", self.epochs, low=1, high=MAX_EPOCHS)
+        _check_range("batch_size", self.batch_size, low=1, high=MAX_BATCH)
         _check_range("lr_base", self.lr_base, low=0.0, low_open=True)
         for name in ("momentum", "beta1", "beta2", "label_smoothing"):
             _check_range(name, getattr(self, name), low=0.0, high=1.0, high_open=True)
         _check_range("adam_eps", self.adam_eps, low=0.0, low_open=True)
         _check_range("weight_decay", self.weight_decay, low=0.0)
-        _check_range("warmup_steps", self.warmup_steps, low=0)
+        _check_range("warmup_steps", self.warmup_steps, low=0, high=MAX_STEPS)
         _check_range("clip_threshold", self.clip_threshold, low=0.0, low_open=True, finite=False)
         _check_range("clip_norm", self.clip_norm, low=0.0, low_open=True)
         _check_range("margin", self.margin, low=0.0)
@@ -292,6 +308,9 @@ def _toml_value(value) -> str:
     return json.dumps(str(value), ensure_ascii=False)
 
 
+PRESET_KEYS = frozenset({"name", "description", "base", "model", "train"})  # a preset file's top level
+
+
 def _preset_document(name_or_path: str, derived: tuple[Path, ...] = ()) -> tuple[Path, dict[str, Any]]:
     """The preset's TOML as a dict, its base's tables merged under its own."""
     path = Path(name_or_path)
@@ -305,6 +324,18 @@ def _preset_document(name_or_path: str, derived: tuple[Path, ...] = ()) -> tuple
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise LiteNetError(f"{path}: not valid TOML ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LiteNetError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    unknown = sorted(set(doc) - PRESET_KEYS)
+    if unknown:  # a misspelt table ([trian]) would otherwise leave every setting in it at its default
+        raise LiteNetError(f"{path}: unknown preset key or table {', '.join(repr(k) for k in unknown)}; "
+                           f"a preset holds only {', '.join(sorted(PRESET_KEYS))}")
+    for table in ("model", "train"):
+        if not isinstance(doc.get(table, {}), dict):
+            raise LiteNetError(f"{path}: {table} must be a table ([{table}]), got {type(doc[table]).__name__}")
+    for key in ("name", "description", "base"):
+        if not isinstance(doc.get(key, ""), str):
+            raise LiteNetError(f"{path}: {key} must be a string, got {doc[key]!r}")
     base = doc.pop("base", None)
     if base is None:
         return path, doc
@@ -346,6 +377,8 @@ def model_from_dict(values: dict[str, Any], source: str = "settings") -> AnyMode
         return LayersConfig(layers=listed, **checked)
     except layer_list.LayerError as exc:
         raise layer_list.LayerError(f"{source}: {exc}", exc.position) from None
+    except UsageError as exc:
+        raise LiteNetError(f"{source}: {exc}") from None
 
 
 def model_setting_names() -> list[str]:
@@ -360,7 +393,10 @@ def config_from_dict(cls, values: dict[str, Any], source: str = "settings"):
     if unknown:
         raise LiteNetError(f"{source}: unknown {cls.__name__} setting(s) {', '.join(unknown)}")
     checked = {k: _coerce(k, v, type(getattr(cls(), k)), source) for k, v in values.items()}
-    return cls(**checked)
+    try:
+        return cls(**checked)
+    except UsageError as exc:  # a value out of range in a file: the file is what needs fixing
+        raise LiteNetError(f"{source}: {exc}") from None
 
 
 def override(config, values: dict[str, Any], source: str = "command line"):
@@ -377,7 +413,32 @@ def override_preset(preset: Preset, values: dict[str, Any], source: str = "comma
     if foreign:
         raise UsageError(f"{', '.join(foreign)} is not a setting of the {preset.model.family} family "
                          f"(preset {preset.name})")
-    return override(preset.model, values, source), override(preset.train, values, source)
+    model, train = override(preset.model, values, source), override(preset.train, values, source)
+    unused = [f"--{k.replace('_', '-')} ({why})" for k in values if (why := inapplicable(train, k))]
+    if unused:
+        raise UsageError(f"{'; '.join(unused)}: the setting would be ignored; drop it or change what it depends on")
+    return model, train
+
+
+# A training setting that only some recipes read: (the setting it depends on, the values that read it).
+APPLIES_WHEN = {
+    "momentum": ("optimizer", ("sgd",)), "beta1": ("optimizer", ("adamw",)), "beta2": ("optimizer", ("adamw",)),
+    "adam_eps": ("optimizer", ("adamw",)), "margin": ("loss", ("margin",)),
+    "label_smoothing": ("loss", ("cross-entropy",)),
+}
+AUGMENT_SETTINGS = {"crop_padding": "crop", "cutout_size": "cutout", "cutmix_prob": "cutmix"}
+
+
+def inapplicable(train: TrainConfig, name: str) -> str | None:
+    """Why setting `name` does nothing under `train` (the optimizer, loss or augmentation that reads it is
+    not chosen), or None when it applies."""
+    if name in APPLIES_WHEN:
+        on, values = APPLIES_WHEN[name]
+        if getattr(train, on) not in values:
+            return f"{on} {values[0]} reads it; {on} is {getattr(train, on)!r}"
+    if name in AUGMENT_SETTINGS and AUGMENT_SETTINGS[name] not in train.augmentations:
+        return f"augment {AUGMENT_SETTINGS[name]} reads it; augment is {train.augment!r}"
+    return None
 
 
 def _coerce(name: str, value: Any, kind: type, source: str):
@@ -406,8 +467,14 @@ def configs_from_json(text: str, source: str = "config.json") -> tuple[AnyModel,
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LiteNetError(f"{source}: not valid JSON ({exc.msg}); re-run training or restore the file") from None
+    except RecursionError:
+        raise LiteNetError(f"{source}: nested too deeply to be a LiteNet config; restore the file") from None
     if not isinstance(doc, dict) or doc.get("format") != "litenet-config/1":
         raise LiteNetError(f"{source}: not a LiteNet config (expected format litenet-config/1)")
+    for table in ("model", "train"):
+        if not isinstance(doc.get(table, {}), dict):
+            raise LiteNetError(f'{source}: "{table}" must be an object of settings, got {type(doc[table]).__name__}; '
+                               "re-run training or restore the file")
     model = model_from_dict(doc.get("model", {}), source)
     train = config_from_dict(TrainConfig, doc.get("train", {}), source)
     return model, train, doc

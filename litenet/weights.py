@@ -52,6 +52,9 @@ def load_weights(path: str | Path, model: ModelConfig) -> np.ndarray:
         if p.name not in tensors:
             raise LiteNetError(f"{path}: tensor {p.name} is missing; the weights and config.json do not match")
         t = tensors[p.name]
+        if t.dtype != np.float32:  # the format is float32 (docs/spec.md): a cast would serve other numbers
+            raise LiteNetError(f"{path}: {p.name} is stored as {t.dtype}, LiteNet weights are float32 (F32); "
+                               "the file was not written by litenet train: re-run training or restore it")
         if t.shape != p.shape:
             raise LiteNetError(f"{path}: {p.name} has shape {t.shape}, config.json says {p.shape}; "
                                "the weights and config.json come from different models")

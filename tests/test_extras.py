@@ -53,7 +53,7 @@ def test_a_missing_extra_is_one_line_before_any_work(command, missing, extra, ma
             "explain": ["--grid", "4", "--maps", str(maps), "--out", str(out)], "data": ["--maps", str(out)],
             "studio": ["--no-browser", "--port", "0", "--maps", str(maps), "--out", str(out)]}[command]
     r = litenet_without(missing, command, *args, cwd=tmp_path)
-    assert r.returncode == 1, r.stderr
+    assert r.returncode == 4, r.stderr
     assert r.stdout == ""
     needed = [m for m in missing if m in COMMANDS[command].needs]
     assert r.stderr == (f"litenet {command}: needs the {extra} extra ({', '.join(needed)} not installed): "

@@ -6,7 +6,7 @@ import tarfile
 import zlib
 from pathlib import Path, PurePosixPath
 
-from litenet.data.readers import LAYOUTS, layout_of
+from litenet.data.readers import LAYOUTS, check_batch_size, layout_of
 from litenet.errors import LiteNetError
 
 # What a damaged .tar.gz raises from tarfile, gzip and zlib (gzip.BadGzipFile is an OSError).
@@ -54,6 +54,7 @@ class ArchiveSource:
             check_member(self.path, member)
             folder, _, base = member.name.removeprefix("./").rpartition("/")
             if member.isfile() and folder in _LAYOUT_FOLDERS:
+                check_batch_size(f"{self.path}: member {member.name}", member.size)  # from its header, before reading
                 self._members[base] = member
         self.layout = layout_of(self._members)
         if self.layout is None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from litenet.data.dataset import open_cifar10
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, debugging, report
 
 DESCRIPTION = "Find (or download) CIFAR-10 and convert it once into memory-mapped uint8 arrays plus a manifest."
 
@@ -51,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     try:
         return run(parser.parse_args(argv))
-    except LiteNetError as e:
-        print(f"litenet data: error: {e}", file=sys.stderr)
-        return 1
+    except (LiteNetError, OSError) as exc:
+        if debugging():
+            raise
+        return report("litenet data", exc)

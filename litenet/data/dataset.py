@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,13 +38,14 @@ class Cifar10:
     converted: bool  # whether this call built the maps (the CLI reports the conversion time then)
 
 
-def _check_same_source(maps_dir: Path, manifest: dict, data: str) -> None:
-    """Refuse maps built from another source than the one the caller named explicitly."""
+def _check_same_source(maps_dir: Path, manifest: dict, data: str, origin: str = "--data") -> None:
+    """Refuse maps built from another source than the one the caller named explicitly (--data or LITENET_DATA)."""
     wanted = str(locate_source(data, download=False))
     built_from = manifest.get("source", {}).get("path")
     if built_from != wanted:
+        also = ", or unset LITENET_DATA" if origin == "LITENET_DATA" else ""
         raise LiteNetError(f"maps at {maps_dir} were built from {built_from}, not {wanted}; "
-                           f"run `litenet data --force --data {data}` to rebuild them (or choose another --maps)")
+                           f"run `litenet data --force --data {data}` to rebuild them (or choose another --maps{also})")
 
 
 def open_cifar10(data: str | Path | None = None, maps: str | Path | None = None, download: bool = True,
@@ -54,8 +56,9 @@ def open_cifar10(data: str | Path | None = None, maps: str | Path | None = None,
     maps_dir = maps_folder(maps)
     manifest = None if force else read_manifest(maps_dir)
     converted = manifest is None
-    if not converted and data is not None:
-        _check_same_source(maps_dir, manifest, str(data))
+    named = os.environ.get("LITENET_DATA") if data is None else data  # a place the user named is honoured
+    if not converted and named:
+        _check_same_source(maps_dir, manifest, str(named), "--data" if data is not None else "LITENET_DATA")
     elif converted:
         source = locate_source(None if data is None else str(data), download=download, url=url, md5=md5,
                                progress=progress)

@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 
 from litenet.errors import LiteNetError
+from litenet.limits import MAX_BATCH_FILE_BYTES
 
 CLASS_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 RECORDS_PER_BATCH = 10_000
@@ -32,6 +33,15 @@ LAYOUTS = {
 }
 
 
+def check_batch_size(where, size: int, regular: bool = True) -> None:
+    """Refuse, before reading it, a batch file that cannot be CIFAR-10 by its size (or is not a regular file)."""
+    if not regular:
+        raise LiteNetError(f"{where}: not a regular file (a FIFO, socket or device); use the official batch files")
+    if size > MAX_BATCH_FILE_BYTES:
+        raise LiteNetError(f"{where}: {size:,} bytes, more than any CIFAR-10 batch file "
+                           f"(limit {MAX_BATCH_FILE_BYTES:,}); use the official files")
+
+
 def layout_of(names) -> str | None:
     """Say which layout a set of file names belongs to; binary wins when both are present (no pickles to load)."""
     names = set(names)
@@ -50,11 +60,31 @@ except ImportError:  # pragma: no cover - numpy 1.x
 # Exactly the globals an official cifar-10-batches-py pickle references (written by Python 2 with
 # numpy 1.x); numpy 2 renamed numpy.core to numpy._core, so both spellings map to the same function.
 # We return the objects ourselves instead of importing by name: importing numpy.core warns on numpy 2.
+def _latin1_bytes(text, encoding="latin1"):
+    """What a protocol-2 pickle written by Python 3 calls to rebuild a bytes object: `_codecs.encode(s, "latin1")`.
+    Only that: another codec (zlib_codec, say) could inflate a few bytes into gigabytes."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise RefusedPickle(f"refused _codecs.encode with {encoding!r}")
+    return text.encode("latin1")
+
+
+def _frombuffer(buffer, dtype, shape, order):
+    """numpy's own protocol-5 array rebuild, with its arguments checked."""
+    if not isinstance(buffer, (bytes, bytearray, memoryview)) or not isinstance(dtype, np.dtype) or order not in ("C", "F"):
+        raise RefusedPickle("refused a malformed array")
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape, order=order)
+
+
+# The official pickles were written by Python 2; re-pickled copies from Python 3 use protocol 2
+# (bytes as _codecs.encode), 3-4 (the same numpy globals) or 5 (numpy's _frombuffer).
 _ALLOWED_GLOBALS = {
     ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
     ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): _latin1_bytes,
+    ("numpy.core.numeric", "_frombuffer"): _frombuffer,
+    ("numpy._core.numeric", "_frombuffer"): _frombuffer,
 }
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Iterable, Iterator, Protocol
 
 from litenet.data.archive import ArchiveSource
-from litenet.data.readers import layout_of
+from litenet.data.readers import check_batch_size, layout_of
 from litenet.errors import LiteNetError
 
 
@@ -46,10 +48,17 @@ class FolderSource:
     def read_many(self, names):
         """Yield (name, bytes) in the order asked for."""
         for name in names:
+            path = self.path / name
             try:
-                yield name, (self.path / name).read_bytes()
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO would block a plain open
+                with os.fdopen(fd, "rb") as f:
+                    info = os.fstat(fd)
+                    check_batch_size(path, info.st_size, stat.S_ISREG(info.st_mode))
+                    os.set_blocking(fd, True)
+                    data = f.read()
             except OSError as e:
-                raise LiteNetError(f"{self.path / name}: cannot read ({e.strerror})") from None
+                raise LiteNetError(f"{path}: cannot read ({e.strerror})") from None
+            yield name, data
 
     def close(self) -> None:
         """Nothing to release for a folder."""

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from litenet.runtime.onnx_external import check_external_data
+
 # What ONNX Runtime's CPU provider turns a QDQ MatMul into when its int8 fusion works. A plain
 # MatMul (or Gemm) fed by a DequantizeLinear means the weights are dequantized on every call.
 INT8_KERNELS = ("MatMulIntegerToFloat", "QLinearMatMul", "QGemm", "DynamicQuantizeMatMul", "MatMulInteger")
@@ -33,6 +35,8 @@ def session(model: onnx.ModelProto | str | Path, threads: int = 1, level: str = 
         options.optimized_model_filepath = str(optimized_path)
     for key, value in (config or {}).items():
         options.add_session_config_entry(key, value)
+    if not isinstance(model, onnx.ModelProto):
+        check_external_data(Path(model))  # before ONNX Runtime may follow a location out of the folder
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 

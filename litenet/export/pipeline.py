@@ -13,17 +13,16 @@ from pathlib import Path
 import numpy as np
 
 from litenet.atomic import atomic_path
-from litenet.errors import LiteNetError
-from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine, scales as sc, tensorrt
-from litenet.export.calibrate import DEFAULT_PERCENTILE, METHODS, calibration_images
+from litenet.errors import EnvironmentProblem, LiteNetError, UsageError
+from litenet.export import checks, evaluate, int8_plan, onnx_graph, qdq, refine, scales as sc, siblings, tensorrt
+from litenet.export.calibrate import DEFAULT_PERCENTILE, METHODS, activations, calibration_images
 from litenet.export.onnx_fp32 import INPUT_DOC, build_fp32
+from litenet.export.siblings import FP32_FILE, INT8_FILE, SCALES_FILE
+from litenet.limits import MAX_CALIB_BYTES, MAX_CALIB_IMAGES
 from litenet.runtime import int8_plan as plan_runtime
 from litenet.runtime.model_files import file_sha256
 from litenet.weights import WEIGHTS_FILE, load_model
 
-FP32_FILE = "model.onnx"
-INT8_FILE = "model.int8.onnx"
-SCALES_FILE = "model.int8.scales.json"
 PLAN_FILE = plan_runtime.PLAN_FILE
 ONNX_FORMAT = "litenet-onnx/1"
 DEFAULT_METHOD = "percentile"
@@ -74,17 +73,33 @@ class ExportReport:
 def validate(options: ExportOptions) -> None:
     """Refuse bad flags before any slow work."""
     if options.method not in METHODS:
-        raise LiteNetError(f"unknown calibration method {options.method!r}; choose one of {', '.join(METHODS)}")
-    if options.calib < 1:
-        raise LiteNetError(f"--calib must be at least 1 image, got {options.calib}")
+        raise UsageError(f"unknown calibration method {options.method!r}; choose one of {', '.join(METHODS)}")
+    if not 1 <= options.calib <= MAX_CALIB_IMAGES:
+        raise UsageError(f"--calib must be 1 … {MAX_CALIB_IMAGES:,} images, got {options.calib}")
     if options.weight_max not in qdq.WEIGHT_MAX_CHOICES:
-        raise LiteNetError(f"--weight-max must be one of {', '.join(map(str, qdq.WEIGHT_MAX_CHOICES))}")
+        raise UsageError(f"--weight-max must be one of {', '.join(map(str, qdq.WEIGHT_MAX_CHOICES))}")
     if options.rounding not in refine.ROUNDINGS:
-        raise LiteNetError(f"--rounding must be one of {', '.join(refine.ROUNDINGS)}, got {options.rounding!r}")
+        raise UsageError(f"--rounding must be one of {', '.join(refine.ROUNDINGS)}, got {options.rounding!r}")
     if not 0 < options.percentile <= 100:
-        raise LiteNetError(f"--percentile must be in (0, 100], got {options.percentile}")
+        raise UsageError(f"--percentile must be in (0, 100], got {options.percentile}")
     if options.scales_file is not None and not Path(options.scales_file).is_file():
         raise LiteNetError(f"{options.scales_file}: no such scales file; drop --scales to calibrate afresh")
+
+
+def check_calibration_memory(params, model, images: int, flag: str) -> None:
+    """Refuse a calibration whose activations would not fit MAX_CALIB_BYTES, before computing any.
+
+    Bias correction walks the fp32 and the int8 network side by side over every calibration image,
+    holding about two live tensors of each per image: 4 × the largest MatMul input, in float32.
+    """
+    if images > MAX_CALIB_IMAGES:
+        raise UsageError(f"{flag} asks for {images:,} calibration images; the limit is {MAX_CALIB_IMAGES:,}")
+    largest = max(x.size for x in activations(params, model, np.zeros((1, 32, 32, 3), np.uint8)).values())
+    need = images * 4 * largest * 4
+    if need > MAX_CALIB_BYTES:
+        most = MAX_CALIB_BYTES // (16 * largest)
+        raise UsageError(f"{flag}: calibrating this model on {images:,} images would hold ~{need / 2**30:.1f} GiB "
+                         f"of activations (limit {MAX_CALIB_BYTES / 2**30:.0f} GiB); use --calib {most:,} or fewer")
 
 
 def check_writable(folder: Path) -> None:
@@ -95,8 +110,8 @@ def check_writable(folder: Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise LiteNetError(f"cannot write to {folder} ({exc.strerror or exc}); "
-                           "choose a writable folder with --out") from None
+        reason = "not a folder" if folder.exists() and not folder.is_dir() else (exc.strerror or str(exc))
+        raise EnvironmentProblem(f"cannot write to {folder} ({reason}); choose a writable folder with --out") from None
 
 
 def write_all(folder: Path, artifacts: list[Artifact]) -> None:
@@ -106,7 +121,7 @@ def write_all(folder: Path, artifacts: list[Artifact]) -> None:
             for artifact in artifacts:
                 stack.enter_context(atomic_path(folder / artifact.name)).write_bytes(artifact.data)
     except OSError as exc:
-        raise LiteNetError(f"writing into {folder} failed ({exc.strerror or exc}); "
+        raise EnvironmentProblem(f"writing into {folder} failed ({exc.strerror or exc}); "
                            "nothing was replaced; free space or choose another --out") from None
 
 
@@ -157,7 +172,12 @@ def _export(folder: Path, params, model, doc: dict, weights_sha256: str, options
     report = ExportReport(folder, artifacts, fp32_check)
     if options.int8:
         export_int8(report, options, params, model, str(doc.get("preset", "unknown")), ds, meta, acc32, log)
+    stale = siblings.stale_siblings(folder, {a.name for a in artifacts}, weights_sha256)
     write_all(folder, artifacts)
+    if stale:  # another model's int8 files beside this model.onnx would be served as this model
+        siblings.remove(folder, stale)
+        report.notes.append(f"removed {', '.join(stale)}: exported from other weights than these "
+                            "(add --int8 to export them for these weights)")
     return report
 
 
@@ -170,9 +190,11 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
         scales = sc.from_json(path.read_text(encoding="utf-8"), model, str(path))
         log(f"int8: reusing the {scales.method} scales in {path}")
         # The weights are chosen on the images that calibration used, so the same file gives the same model.
-        images = calibration_images(ds.train.images, int(scales.source.get("images", options.calib)),
-                                    int(scales.source.get("seed", options.seed)))
+        count = int(scales.source.get("images", options.calib))
+        check_calibration_memory(params, model, count, f"{path} (its calibration images)")
+        images = calibration_images(ds.train.images, count, int(scales.source.get("seed", options.seed)))
     else:
+        check_calibration_memory(params, model, options.calib, "--calib")
         images = calibration_images(ds.train.images, options.calib, options.seed)
         log(f"int8: calibrating ({options.method}) on {len(images)} training images (seed {options.seed})")
         scales = sc.calibrate(params, model, images, options.method, options.percentile,
@@ -205,7 +227,7 @@ def export_int8(report: ExportReport, options: ExportOptions, params, model, pre
     reason = tensorrt.unavailable_reason() if options.engine else "--no-engine was given"
     if reason is None:
         log("TensorRT: building the int8 engine")
-        engine_bytes, info = tensorrt.build_and_describe(qbytes)
+        engine_bytes, info = tensorrt.build_and_describe(qbytes, weights_sha256=meta["weights_sha256"])
         report.artifacts += [Artifact(tensorrt.ENGINE_FILE, engine_bytes),
                              Artifact(tensorrt.ENGINE_INFO_FILE, (json.dumps(info, indent=2) + "\n").encode())]
         report.engine_note = f"TensorRT engine: built with TensorRT {info['tensorrt_version']} for {info['gpu_name']}"

@@ -84,6 +84,18 @@ def from_json(text: str, model: AnyModel, source: str = "scales file") -> Scales
         raise LiteNetError(f"{source}: an activation entry lacks a numeric scale; re-run the calibration") from None
     if not all(np.isfinite(s) and s > 0 for s in activation.values()):
         raise LiteNetError(f"{source}: every scale must be a positive finite number")
-    return Scales(method=str(doc.get("method", "?")), percentile=float(doc.get("percentile", cal.DEFAULT_PERCENTILE)),
-                  activation=activation, amax={n: dict(acts[n].get("amax", {})) for n in wanted},
-                  source=dict(doc.get("calibration", {})))
+    source_doc = doc.get("calibration", {})
+    try:
+        percentile = float(doc.get("percentile", cal.DEFAULT_PERCENTILE))
+        amax = {n: dict(acts[n].get("amax", {})) for n in wanted}
+        source_doc = dict(source_doc)
+        for key in ("images", "seed"):  # the calibration images are drawn again from these two
+            if key in source_doc and (isinstance(source_doc[key], bool) or not isinstance(source_doc[key], int)
+                                      or source_doc[key] < (1 if key == "images" else 0)):
+                raise ValueError(f'"calibration": "{key}" must be a whole number ≥ {1 if key == "images" else 0}, '
+                                 f"got {source_doc[key]!r}")
+    except (TypeError, ValueError, AttributeError) as exc:
+        detail = str(exc) if "calibration" in str(exc) else "a field has the wrong type"
+        raise LiteNetError(f"{source}: {detail}; fix the file or re-run without --scales") from None
+    return Scales(method=str(doc.get("method", "?")), percentile=percentile,
+                  activation=activation, amax=amax, source=source_doc)

@@ -152,9 +152,10 @@ def check_engine_compatible(info: dict | str | Path, trt_version: str | None = N
         raise LiteNetError(problem)
 
 
-def build_and_describe(onnx_bytes: bytes, trt=None) -> tuple[bytes, dict]:
-    """Build the engine and its JSON on this machine's GPU."""
+def build_and_describe(onnx_bytes: bytes, trt=None, weights_sha256: str | None = None) -> tuple[bytes, dict]:
+    """Build the engine and its JSON on this machine's GPU (the JSON records the weights it came from)."""
     trt = trt if trt is not None else import_tensorrt()
     engine = build_engine(onnx_bytes, trt)
     name, cc = gpu_identity()
-    return engine, engine_info(trt.__version__, name, cc, onnx_bytes)
+    info = engine_info(trt.__version__, name, cc, onnx_bytes)
+    return engine, info if weights_sha256 is None else {**info, "weights_sha256": weights_sha256}

@@ -11,6 +11,15 @@ DEFAULT_MODEL = "litenet-base"
 RUNS_DIR = Path("runs")  # untracked in a checkout (.gitignore), as litenet train's default
 
 
+def check_steps(steps: int) -> None:
+    """Refuse a --steps the short runs cannot take, before the data is opened."""
+    from litenet.errors import UsageError
+    from litenet.limits import MAX_STEPS
+
+    if not 1 <= steps <= MAX_STEPS:
+        raise UsageError(f"--steps {steps}: give 1 … {MAX_STEPS:,} steps")
+
+
 def add_model_argument(parser) -> None:
     parser.add_argument("--model", help=f"trained model folder (default models/{DEFAULT_MODEL})")
 

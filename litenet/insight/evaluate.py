@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from litenet.atomic import atomic_write_text
+from litenet.errors import UsageError
 from litenet.insight import common
 from litenet.insight.confusion import confusion_matrix, per_class_accuracy, predict, render_confusion, report_text
 
@@ -29,6 +30,8 @@ def evaluate(params, model, images, labels, classes: list[str]) -> dict:
 
 
 def run(args) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: evaluate at least 1 image")
     params, model, _, classes, folder = common.load_trained(args.model)
     test = common.open_data(args).test
     images, labels = test.images[:args.limit], np.asarray(test.labels[:args.limit], np.int64)

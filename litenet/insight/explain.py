@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError, one_line
 from litenet.insight import common
 from litenet.insight.saliency import class_scores, load_image, render_explanation, render_grid, saliency
+from litenet.runtime.records import shown_path
 
 
 def add_arguments(parser) -> None:
@@ -36,7 +37,7 @@ def explain_files(paths: list[str], out: Path, params, model, train, classes) ->
             image = load_image(path, info)
         except LiteNetError as exc:
             errors.append(str(exc))
-            print(f"litenet explain: error: {exc}", file=sys.stderr)
+            print(f"litenet explain: error: {one_line(str(exc))}", file=sys.stderr)
             continue
         z, maps = saliency(params, image[None], model)
         scores, kind = class_scores(z, train.loss)
@@ -46,14 +47,14 @@ def explain_files(paths: list[str], out: Path, params, model, train, classes) ->
                                    title=f"{Path(path).name} ({width} × {height}, mode {info['mode']})")
         top = np.argsort(-scores[0])[:3]
         listed = ", ".join(f"{classes[i]} {_fmt(scores[0, i], kind)}" for i in top)
-        print(f"{path}: {listed}" + (f" → {target}" if drawn else ""))
+        print(f"{shown_path(path)}: {listed}" + (f" → {target}" if drawn else ""))
     return errors
 
 
 def explain_grid(count: int, out: Path, params, model, classes, args) -> Path:
     """A sheet of the first `count` test images with their maps, titled true → predicted."""
     if count < 1:
-        raise LiteNetError("--grid needs a positive number of images")
+        raise UsageError("--grid needs a positive number of images")
     test = common.open_data(args).test
     images = np.asarray(test.images[:count])
     labels = np.asarray(test.labels[:count], np.int64)
@@ -83,7 +84,7 @@ def _fmt(value: float, kind: str) -> str:
 
 def run(args) -> int:
     if not args.images and not args.grid:
-        raise LiteNetError("give image files, --grid N, or both")
+        raise UsageError("give image files, --grid N, or both")
     params, model, train, classes, folder = common.load_trained(args.model)
     out = common.output_folder(args.out, folder, "explain")
     out.mkdir(parents=True, exist_ok=True)

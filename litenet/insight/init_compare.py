@@ -96,6 +96,7 @@ def plot(result: dict, out_png: Path) -> bool:
 
 
 def run(args) -> int:
+    common.check_steps(args.steps)
     ds = common.open_data(args)
     started = time.perf_counter()
     result = compare(args.preset, args.steps, ds.train.images, ds.train.labels)

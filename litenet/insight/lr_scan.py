@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
 from litenet.insight import common
 from litenet.insight.short_runs import held_out, short_run
 from litenet.model import load_preset, param_count
@@ -141,6 +141,10 @@ def report(result: dict) -> str:
 
 
 def run(args) -> int:
+    bad = [lr for lr in args.lrs if not 0 < lr < float("inf")]  # NaN fails this too
+    if bad:
+        raise UsageError(f"--lrs {bad[0]}: every learning rate must be a positive finite number")
+    common.check_steps(args.steps)
     ds = common.open_data(args)
     started = time.perf_counter()
     result = scan(args.preset, args.lrs, args.steps, ds.train.images, ds.train.labels,

@@ -14,7 +14,8 @@ import numpy as np
 
 from litenet import forward as forward_mod
 from litenet import ops  # noqa: F401  (what the trace's steps call; a debugger steps into it)
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, UsageError
+from litenet.limits import MAX_TRACE_BATCH
 from litenet.graph import ops_of
 from litenet.model import init_params, load_preset, param_views
 from litenet.train import network
@@ -194,8 +195,6 @@ def _settings(args):
 
 
 def _batch(args, count: int):
-    if count < 1:
-        raise LiteNetError("--batch must be at least 1")
     if not args.random:
         from litenet.data import open_cifar10
         try:
@@ -213,13 +212,17 @@ def launches(model, train, precision: str | None, kernels: str, sm_count: int) -
     from litenet.lowering import lower_training
 
     if sm_count < 1:
-        raise LiteNetError(f"--sm-count {sm_count}: a GPU has at least one multiprocessor")
+        raise UsageError(f"--sm-count {sm_count}: a GPU has at least one multiprocessor")
     program = lower_training(model, train, train.batch_size, 16, kernels, precision=precision or train.precision,
                              sm_count=sm_count)
     return program.describe()
 
 
 def run(args) -> int:
+    if not 1 <= args.batch <= MAX_TRACE_BATCH:  # every value of every image is traced: a few suffice
+        raise UsageError(f"--batch {args.batch}: trace 1 … {MAX_TRACE_BATCH} images")
+    if args.values < 1:
+        raise UsageError(f"--values {args.values}: show at least 1 value per tensor")
     if args.backend == "cuda":
         model, train = _settings(args)
         print(launches(model, train, args.precision, args.kernels, args.sm_count))

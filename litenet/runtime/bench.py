@@ -39,10 +39,16 @@ class Settings:
         unknown = [b for b in self.backends if b not in BACKENDS]
         if unknown:
             raise LiteNetError(f"unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
-        if any(b < 1 for b in self.batches) or any(t < 1 for t in self.threads):
-            raise LiteNetError("--batch and --threads must be at least 1")
-        if self.loops < 1 or self.warmup < 0 or self.cooldown < 0:
-            raise LiteNetError("--loops must be at least 1, --warmup and --cooldown at least 0")
+        from litenet.limits import MAX_BENCH_CALLS, MAX_BENCH_COOLDOWN_S, MAX_INFER_BATCH, MAX_THREADS
+
+        if not all(1 <= b <= MAX_INFER_BATCH for b in self.batches):
+            raise LiteNetError(f"--batch must be 1 … {MAX_INFER_BATCH}")
+        if not all(1 <= t <= MAX_THREADS for t in self.threads):
+            raise LiteNetError(f"--threads must be 1 … {MAX_THREADS}")
+        if not (1 <= self.loops <= MAX_BENCH_CALLS and 0 <= self.warmup <= MAX_BENCH_CALLS):
+            raise LiteNetError(f"--loops must be 1 … {MAX_BENCH_CALLS:,}, --warmup 0 … {MAX_BENCH_CALLS:,}")
+        if not 0 <= self.cooldown <= MAX_BENCH_COOLDOWN_S:  # NaN fails this too
+            raise LiteNetError(f"--cooldown must be 0 … {MAX_BENCH_COOLDOWN_S:g} seconds")
 
 
 def time_calls(predict, images, warmup: int, loops: int) -> tuple[list[float], float, float]:

@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Measure, then print the table or the JSON report; returns the exit status (1: nothing could run)."""
+    """Measure, then print the table or the JSON report; returns the exit status (3: nothing could run)."""
     from litenet.runtime import bench
     from litenet.runtime.model_files import ModelFiles
 

@@ -4,7 +4,8 @@ video file, stream or camera, with the best backend this machine has (docs/runti
 Exit status: 0 every image (frame) classified; 1 at least one input could not be read (the others
 were still classified; for a video: the source cannot be opened, a frame did not decode, the stream
 dropped); 2 bad command line; 3 nothing classified because the model or the backend is unusable, or
-the video extra is missing; 130 interrupted (a video run still prints its summary).
+the video extra is missing; 4 the machine refused (permission denied, a full disk); 130 interrupted
+(a video run still prints its summary). docs/errors.md lists them for every command.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import os
 import sys
 import time
 
-from litenet.errors import LiteNetError
+from litenet.errors import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, LiteNetError,
+                            debugging, one_line, report)
 
-EXIT_OK, EXIT_SOME_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_MODEL = EXIT_INPUT
 PROG = "litenet-infer"
 
 
@@ -26,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog=PROG, description="Classify images with a LiteNet model (CIFAR-10 classes).",
                                 epilog="Exit status: 0 all classified, 1 some inputs failed, 2 bad usage, "
-                                       "3 model or backend unusable. Schema of --json: docs/runtime.md.")
+                                       "3 model or backend unusable, 4 permission denied or disk full. Schema of --json: docs/runtime.md.")
     p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders (their images) or glob patterns")
     p.add_argument("--model", metavar="DIR|FILE",
                    help="model folder (litenet train + export) or one model file (default: the shipped litenet-base)")
@@ -81,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
         except BrokenPipeError:
             code = code or EXIT_SOME_FAILED
+        except OSError as exc:  # stdout on a full disk: the records did not all reach it
+            code = report(PROG, exc)
         os._exit(code)
     return code
 
@@ -101,15 +105,16 @@ def _main(argv: list[str] | None) -> int:
             from litenet.runtime.video_cli import run_video
             return run_video(args, log)
         return run(args, log)
-    except LiteNetError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_MODEL
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `litenet-infer ... | head`: the reader is gone, nothing left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_SOME_FAILED
+    except (LiteNetError, OSError) as exc:  # a bad model, or the machine refusing (a full disk on stdout)
+        if debugging():
+            raise
+        return report(PROG, exc)
 
 
 def usage_problem(args: argparse.Namespace) -> str | None:
@@ -123,8 +128,16 @@ def usage_problem(args: argparse.Namespace) -> str | None:
     low = [name for name, value in counts.items() if value is not None and value < 1]
     if low:
         return f"{', '.join(low)} must be at least 1"
-    if args.max_latency < 0 or args.reconnects < 0:
-        return "--max-latency and --reconnects must be at least 0"
+    from litenet.limits import MAX_INFER_BATCH, MAX_THREADS
+
+    many = [f"{name} {value}" for name, value in (("--threads", args.threads), ("--video-threads", args.video_threads))
+            if value is not None and value > MAX_THREADS]
+    if many:
+        return f"{', '.join(many)}: at most {MAX_THREADS} threads (more than the cores only slows down)"
+    if args.batch_size is not None and args.batch_size > MAX_INFER_BATCH:
+        return f"--batch-size {args.batch_size}: at most {MAX_INFER_BATCH} images a forward pass"
+    if not 0 <= args.max_latency <= 60_000 or args.reconnects < 0:  # NaN fails the first too
+        return "--max-latency must be 0 … 60000 ms and --reconnects at least 0"
     if args.video is None:
         given = [f for f, v in (("--out", args.out), ("--realtime", args.realtime), ("--predecode", args.predecode),
                                 ("--max-frames", args.max_frames)) if v]
@@ -206,7 +219,7 @@ def _emitter(as_json: bool):
 
     def emit(record: dict) -> None:
         if not record["ok"]:
-            print(f"{PROG}: error: {record['error']}", file=sys.stderr)
+            print(f"{PROG}: error: {one_line(record['error'])}", file=sys.stderr)
             if as_json:
                 print(records.to_json(record))
             return

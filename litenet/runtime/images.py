@@ -10,20 +10,23 @@ The rules (docs/runtime.md gives the reasons):
 - The largest centred square is cropped and resized to 32×32: the area average (BOX, in float32,
   rounded once) when shrinking, BICUBIC when enlarging. A 32×32 image (every CIFAR-10 image)
   passes through untouched.
-- Files over MAX_PIXELS pixels (decompression bombs) and truncated files are refused.
+- Files over MAX_PIXELS pixels (decompression bombs), files whose decoded pixels would take more than
+  MAX_DECODED_BYTES (litenet.limits), truncated files and anything that is not a regular file (a
+  FIFO would block the whole call) are refused, each naming the file; the other inputs are answered.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
+import stat
 import warnings
 from pathlib import Path
 
+from litenet.limits import MAX_DECODED_BYTES, MAX_IMAGE_PIXELS as MAX_PIXELS, decoded_image_bytes
+
 SIZE = 32
-# 50 megapixels: a 48 MP phone photo still decodes (≈ 150 MB as RGB, which a 1 GB Raspberry Pi
-# can hold); Pillow's own default (89 MP) would let a single image take ≈ 270 MB there.
-MAX_PIXELS = 50_000_000
 WHITE = (255, 255, 255)
 # Crops wider than this are first averaged over integer blocks, so the float32 copy stays ≤ 12 MB.
 REDUCE_ABOVE = 512
@@ -45,17 +48,54 @@ def expand_inputs(args: list[str]) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
     for arg in args:
         path = Path(arg)
-        if path.is_dir():
-            found = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            if exc.errno == errno.ENOENT and any(c in arg for c in "*?["):
+                found = sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
+                out += [(p, None) for p in found] or [(arg, "pattern matches no files")]
+            else:
+                out.append((arg, _stat_problem(exc)))
+            continue
+        if stat.S_ISDIR(mode):
+            try:
+                found = sorted(str(p) for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+            except OSError as exc:
+                out.append((arg, f"folder cannot be read ({_stat_problem(exc)})"))
+                continue
             out += [(p, None) for p in found] or [(arg, "folder holds no image files")]
-        elif path.exists():
+        elif stat.S_ISREG(mode):
             out.append((arg, None))
-        elif any(c in arg for c in "*?["):
-            found = sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
-            out += [(p, None) for p in found] or [(arg, "pattern matches no files")]
         else:
-            out.append((arg, "no such file"))
+            out.append((arg, NOT_REGULAR))
     return out
+
+
+NOT_REGULAR = "not a regular file (a FIFO, socket or device); give an image file"
+
+
+def _stat_problem(exc: OSError) -> str:
+    """Why a path cannot be used, in words."""
+    return {errno.ENOENT: "no such file", errno.EACCES: "permission denied",
+            errno.ELOOP: "a symlink loop (too many levels of symbolic links)",
+            errno.ENOTDIR: "a part of the path is a file, not a folder"}.get(exc.errno, exc.strerror or str(exc))
+
+
+def _open_regular(path):
+    """The file opened for reading, refused unless it is a regular file; opening never blocks (a FIFO would)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ImageError("is a folder, not an image")
+        if not stat.S_ISREG(mode):
+            raise ImageError(NOT_REGULAR)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def load_image(path: str | os.PathLike):
@@ -67,22 +107,24 @@ def load_image(path: str | os.PathLike):
         with warnings.catch_warnings():
             # Pillow only warns between MAX_IMAGE_PIXELS and twice that; either way it is refused.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as img:
+            with _open_regular(path) as f, Image.open(f) as img:
+                _check_decoded_size(img)
                 img.load()
+                img = _square_first(img)
                 img = ImageOps.exif_transpose(img)
                 rgb = to_rgb(img)
                 return resize(rgb)
-    except FileNotFoundError:
-        raise ImageError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise ImageError(f"{path}: is a folder, not an image") from None
-    except PermissionError:
-        raise ImageError(f"{path}: permission denied") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise ImageError(f"{path}: refused, more than {MAX_PIXELS:,} pixels (a possible decompression bomb); "
                          "shrink it first") from None
-    except Image.UnidentifiedImageError:
+    except Image.UnidentifiedImageError:  # an OSError too: before the clause below
         raise ImageError(f"{path}: not an image file Pillow can read") from None
+    except OSError as exc:
+        if exc.filename is None and exc.errno is None:  # Pillow's own OSError: a damaged file
+            raise ImageError(f"{path}: damaged or unreadable image ({exc})") from None
+        raise ImageError(f"{path}: {_stat_problem(exc)}") from None
     except ImageError as exc:
         raise ImageError(f"{path}: {exc}") from None
     # NOTE: Pillow's format plugins raise many exception types on malformed data (OSError for a
@@ -91,6 +133,33 @@ def load_image(path: str | os.PathLike):
     except Exception as exc:  # noqa: BLE001
         reason = str(exc) or exc.__class__.__name__
         raise ImageError(f"{path}: damaged or unreadable image ({reason})") from None
+
+
+def _check_decoded_size(img) -> None:
+    """Refuse, from the header alone, an image whose decoded pixels would not fit the memory budget."""
+    w, h = img.size
+    need = decoded_image_bytes(w, h, img.mode)
+    if need > MAX_DECODED_BYTES:
+        raise ImageError(f"refused, {w}×{h} {img.mode} would take {need / 2**20:,.0f} MiB to decode "
+                         f"(the limit is {MAX_DECODED_BYTES / 2**20:,.0f} MiB); shrink it first")
+
+
+def _square_first(img):
+    """The largest centred square, taken before any conversion so copies are of the square only.
+
+    Only when no EXIF orientation is recorded: a rotation must see the whole image first (the
+    centre of a rotated odd-sized image is a pixel off the centre of the original).
+    """
+    w, h = img.size
+    if w == h or img.getexif().get(0x0112, 1) != 1:
+        return img
+    side = min(w, h)
+    factor = side // REDUCE_ABOVE
+    if factor >= 2:  # the box resize() crops: a multiple of its block size (resize then crops nothing more)
+        side -= side % factor
+    square = img.crop(_centre(w, h, side))
+    square.info = dict(img.info)
+    return square
 
 
 def to_rgb(img):
@@ -128,23 +197,29 @@ def _high_depth_to_l(img):
     import numpy as np
     from PIL import Image
 
-    a = np.asarray(img).astype(np.float64)
+    a = np.asarray(img)
     if a.size == 0:
         raise ImageError("image has no pixels")
-    if not np.isfinite(a).all():
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
         raise ImageError("float image holds NaN or infinite values")
     lo, hi = float(a.min()), float(a.max())
     if img.mode.startswith("I;16"):
-        scaled = a / 257.0
+        offset, gain = 0.0, 1 / 257.0
     elif img.mode == "F" and lo >= 0 and hi <= 1:
-        scaled = a * 255.0
+        offset, gain = 0.0, 255.0
     elif lo >= 0 and hi <= 255:
-        scaled = a
+        offset, gain = 0.0, 1.0
     elif img.mode == "I" and lo >= 0 and hi <= 65535:
-        scaled = a / 257.0
+        offset, gain = 0.0, 1 / 257.0
     else:
-        scaled = (a - lo) * (255.0 / (hi - lo))
-    return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8), "L")
+        offset, gain = lo, 255.0 / (hi - lo)
+    # In bands of rows, so the float64 copy is of one band, never of the whole image.
+    out = np.empty(a.shape, np.uint8)
+    band = max(1, (1 << 20) // max(1, a.shape[1]))
+    for top in range(0, a.shape[0], band):
+        scaled = (a[top:top + band].astype(np.float64) - offset) * gain
+        out[top:top + band] = np.clip(np.rint(scaled), 0, 255)
+    return Image.fromarray(out, "L")
 
 
 def resize(img):
@@ -164,10 +239,15 @@ def resize(img):
     factor = side // REDUCE_ABOVE
     if factor >= 2:  # a big photo: exact factor × factor means first, so the float copy stays small
         side -= side % factor
-    a = np.asarray(img.crop(_centre(w, h, side)), dtype=np.uint8)
-    if factor >= 2:
+    left, top, right, _ = _centre(w, h, side)
+    if factor >= 2:  # one band of blocks at a time: no copy of the whole image, 8-bit or float
         n = side // factor
-        a = a.reshape(n, factor, n, factor, 3).mean(axis=(1, 3), dtype=np.float32)
+        a = np.empty((n, n, 3), np.float32)
+        for row in range(n):
+            band = np.asarray(img.crop((left, top + row * factor, right, top + (row + 1) * factor)), np.uint8)
+            a[row] = band.reshape(factor, n, factor, 3).mean(axis=(0, 2), dtype=np.float32)
+    else:
+        a = np.asarray(img.crop(_centre(w, h, side)), dtype=np.uint8)
     planes = [Image.fromarray(np.ascontiguousarray(a[..., c], dtype=np.float32), "F") for c in range(3)]
     out = np.stack([np.asarray(p.resize((SIZE, SIZE), Image.Resampling.BOX)) for p in planes], axis=-1)
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +52,8 @@ class ModelFiles:
             return cls.shipped()
         path = Path(path)
         if path.is_dir():
+            if not os.access(path, os.R_OK | os.X_OK):  # its files would all look absent
+                raise PermissionError(errno.EACCES, "permission denied", str(path))
             found = {role: path / name for name, role in FILE_ROLES.items() if (path / name).is_file()}
             info = path / ENGINE_INFO
             files = cls(source=path, folder=path, **found, engine_info=info if info.is_file() else None,
@@ -69,6 +73,11 @@ class ModelFiles:
                 extra["engine_info"] = folder / ENGINE_INFO
             return cls(source=path, folder=folder, single_file=True, **{role: path}, **extra,
                        config=folder / CONFIG if (folder / CONFIG).is_file() else None)
+        try:
+            os.stat(path)
+        except OSError as exc:  # a symlink loop or a folder without permission is not "no such file"
+            if exc.errno != errno.ENOENT:
+                raise
         raise LiteNetError(f"{path}: no such model file or folder; {MODEL_HINT}")
 
     @classmethod
@@ -163,8 +172,9 @@ class ModelFiles:
             raise LiteNetError(f"{self.weights}: unreadable weights file ({exc}), so {path.name} cannot be checked "
                                f"against it; restore it (litenet train writes it) or give --model {path} "
                                "alone") from None
-        raise LiteNetError(f"{path} was exported from other weights than {self.weights} beside it (trained again "
-                               f"since?); re-run `litenet export --weights {self.folder} --int8`")
+        raise LiteNetError(f"{path} was exported from other weights than {self.weights} beside it (the weights were "
+                           f"retrained, replaced or damaged since); re-run `litenet export --weights {self.folder} "
+                           "--int8`, or restore the weights it came from")
 
 
 def _role_by_suffix(path: Path) -> str | None:
@@ -203,7 +213,7 @@ def parse_names(value) -> tuple[str, ...]:
 def _json_classes(config: Path) -> tuple[str, ...]:
     try:
         doc = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         raise LiteNetError(f"{config}: not valid JSON; restore it from the model's folder or re-run litenet train") from None
     return parse_names(doc.get("classes")) if isinstance(doc, dict) else ()
 
@@ -227,9 +237,12 @@ def open_session_unoptimized(path: Path):
     """A throwaway session for reading metadata: no graph optimisation, so it opens fast."""
     import onnxruntime as ort
 
+    from litenet.runtime.onnx_external import check_external_data
+
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
+    check_external_data(path)  # before ONNX Runtime may follow a location out of the folder
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidProtobuf types
@@ -250,7 +263,10 @@ def read_safetensors_header(path: Path) -> dict:
         (length,) = struct.unpack("<Q", f.read(8))
         if length > 100_000_000:
             raise ValueError("header too large")
-        header = json.loads(f.read(length))
+        try:
+            header = json.loads(f.read(length))
+        except RecursionError:
+            raise ValueError("header nested too deeply") from None
     if not isinstance(header, dict):
         raise ValueError("header is not a JSON object")
     return header

@@ -9,6 +9,7 @@ from litenet.errors import LiteNetError
 from litenet.runtime.backends import Backend
 from litenet.runtime.images import pixels_to_float
 from litenet.runtime.model_files import MODEL_HINT, ModelFiles, not_an_onnx_model, onnx_metadata, parse_names
+from litenet.runtime.onnx_external import check_external_data
 
 # Batches up to this size run on one intra-op thread: a batch-1 LiteNet forward is a few
 # matrix-vector products of ~0.1 ms, too short for a second thread to pay for waking it
@@ -76,11 +77,14 @@ class OnnxRuntimeInference(Backend):
         # Spinning workers burn a core between calls; on a shared or small machine that slows the
         # caller more than the wake-up it saves (docs/export.md point 5; measured in the bench).
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        check_external_data(path)  # before ONNX Runtime may follow a location out of the folder
         try:
             self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/InvalidProtobuf/... types
             raise not_an_onnx_model(path, exc) from None
         self.path, self.precision, self.threads = path, precision, threads
+        self._quiet = ort.RunOptions()
+        self._quiet.log_severity_level = 4  # a failed run is raised, then reported in one line: no log as well
         self.input_name = self._check_signature()
         model.check_same_weights(onnx_metadata(path, self.session), path)
         self.classes = model.classes or _class_names(onnx_metadata(path, self.session))
@@ -102,8 +106,15 @@ class OnnxRuntimeInference(Backend):
         return inputs[0].name
 
     def predict(self, images):
-        """uint8 (N, 32, 32, 3) → float32 logits (N, C)."""
-        return self.session.run(None, {self.input_name: pixels_to_float(images)})[0]
+        """uint8 (N, 32, 32, 3) → float32 logits (N, C); a model that fails inside ONNX Runtime is a LiteNetError."""
+        try:
+            return self.session.run(None, {self.input_name: pixels_to_float(images)}, self._quiet)[0]
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own Fail/RuntimeException/InvalidArgument types
+            if isinstance(exc, MemoryError):
+                raise
+            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+            raise LiteNetError(f"{self.path}: ONNX Runtime failed to run this model ({first}); re-export it with "
+                               "`litenet export`, or use another --backend") from None
 
     def describe(self) -> str:
         return f"ONNX Runtime {_ort_version()} CPU, {self.threads} intra-op thread(s), {self.path}"

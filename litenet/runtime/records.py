@@ -56,8 +56,13 @@ def to_json(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False, allow_nan=False)
 
 
+def shown_path(path: str) -> str:
+    """A file name for a one-line human record: control characters (a newline would split the line) escaped."""
+    return path if path.isprintable() else path.encode("unicode_escape").decode("ascii")
+
+
 def to_human(record: dict) -> str:
     """`cat.png: cat 0.873 [onnxruntime fp32, 0.41 ms]`, with more classes after commas for --topk."""
     ranked = ", ".join(f"{t['class']} {t['score']:.3f}" for t in record["topk"])
-    return (f"{record['image']}: {ranked} [{record['backend']} {record['precision']}, "
+    return (f"{shown_path(record['image'])}: {ranked} [{record['backend']} {record['precision']}, "
             f"{record['latency_ms']:.2f} ms]")

@@ -82,7 +82,9 @@ class TensorRTInference(Backend):
         except Exception as exc:  # noqa: BLE001 - CUDARuntimeError when no driver or no device
             return f"no usable GPU ({exc.__class__.__name__})"
         try:
-            return engine_mismatch(read_info(model), trt.__version__, cc)
+            info = read_info(model)
+            model.check_same_weights(info, model.engine)
+            return engine_mismatch(info, trt.__version__, cc)
         except LiteNetError as exc:
             return str(exc)
 
@@ -91,6 +93,7 @@ class TensorRTInference(Backend):
         import tensorrt as trt
 
         info = read_info(model)
+        model.check_same_weights(info, model.engine)  # an engine built from other weights is another model
         problem = engine_mismatch(info, trt.__version__, compute_capability(cupy))
         if problem:
             raise LiteNetError(f"{model.engine}: {problem}")

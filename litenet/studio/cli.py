@@ -28,8 +28,10 @@ def run(args) -> int:
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: give a port in 0 … 65535")
-    if args.blas_threads < 1:
-        raise UsageError(f"--blas-threads {args.blas_threads}: give 1 or more")
+    from litenet.limits import MAX_THREADS
+
+    if not 1 <= args.blas_threads <= MAX_THREADS:
+        raise UsageError(f"--blas-threads {args.blas_threads}: give 1 … {MAX_THREADS}")
     live = LiveNetwork(StudioData.open(args.data, args.maps), args.preset, args.backend)
     server = None
     controller = Controller(live, lambda message: server.hub.send(message), args.out, args.blas_threads)

@@ -56,8 +56,22 @@ def load_checkpoint(folder: Path) -> tuple[dict[str, np.ndarray], Position, str]
         raise LiteNetError(f"{path}: unreadable checkpoint ({exc}); delete it and retrain with --force") from None
     if meta.get("format") != FORMAT or "params" not in state:
         raise LiteNetError(f"{path}: not a LiteNet checkpoint; delete it and retrain with --force")
-    position = Position(int(meta["epoch"]), int(meta["step_in_epoch"]), int(meta["global_step"]))
-    return state, position, meta["config"]
+    try:
+        position = Position(int(meta["epoch"]), int(meta["step_in_epoch"]), int(meta["global_step"]))
+        config = meta["config"]
+    except (KeyError, ValueError) as exc:  # written by something else, or edited by hand
+        raise LiteNetError(f"{path}: damaged checkpoint metadata ({exc.__class__.__name__}: {exc}); delete it and "
+                           "retrain with --force") from None
+    try:
+        if not isinstance(json.loads(config), dict):
+            raise ValueError("not an object")
+    except (ValueError, RecursionError) as exc:
+        raise LiteNetError(f"{path}: damaged checkpoint metadata (its config is not a JSON object: {exc}); "
+                           "delete it and retrain with --force") from None
+    if min(position.epoch, position.step_in_epoch, position.global_step) < 0:
+        raise LiteNetError(f"{path}: damaged checkpoint metadata (a negative position); delete it and retrain "
+                           "with --force")
+    return state, position, config
 
 
 class MetricsLog:

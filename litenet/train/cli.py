@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from litenet.errors import UsageError
+from litenet.limits import MAX_RANKS
 from litenet.model import FAMILIES, TrainConfig
 from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
 
@@ -91,6 +92,9 @@ def _ranks(args, family: str | None = None) -> tuple[str, int]:
                                ("--check-kernels", args.check_kernels, 0)):
         if value is not None and value < least:
             raise UsageError(f"{flag} {value}: must be ≥ {least}")
+    for flag, value in (("--gpus", args.gpus), ("--processes", args.processes)):
+        if value is not None and value > MAX_RANKS:
+            raise UsageError(f"{flag} {value}: at most {MAX_RANKS} ranks")
     if args.gpus is not None:
         if args.gpus < 1:
             raise UsageError(f"--gpus {args.gpus}: give a number of GPUs ≥ 1")

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+from litenet.errors import UsageError
 from litenet.model import AnyModel, init_params, load_preset, param_layout, param_views, preset_names
 from litenet.train import network
 from litenet import ops
@@ -144,6 +145,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: give a seed ≥ 0")
     worst_overall = 0.0
     for name in args.preset or preset_names():
         preset = load_preset(name)

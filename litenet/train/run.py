@@ -12,17 +12,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from litenet.errors import UsageError
+from litenet.errors import EXIT_DIVERGED, UsageError
 from litenet.model import AnyModel, TrainConfig, load_preset, override_preset
+from litenet.train.exported import exported_from_other_weights
 
 # What `litenet train` (and `make train`) trains when no preset is named: the Mixer, at the size for
 # the backend, since it beats litenet-base's MLP on both in the same time (bench/results/gpu-mixer.md,
 # bench/results/cpu-training.md; README.md, docs/mixer.md).
 DEFAULT_PRESET = {"cuda": "litenet-mixer", "numpy": "litenet-mixer-cpu"}
 RUNS_DIR = Path("runs")  # a run's default parent: untracked in a checkout, never the shipped models/
-
-# What litenet export writes beside the weights (litenet/export/pipeline.py); the trainer does not import the exporter.
-EXPORTED_FILES = ("model.onnx", "model.int8.onnx", "model.int8.plan.safetensors", "model.int8.engine")
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,7 @@ def backend_options(opts: RunOptions, backend: str) -> dict:
 
 def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
     """Train as one rank of `comm` (the whole run when None): every rank of a launch runs this.
-    Returns the exit code: 0 finished, 3 diverged, 130 interrupted (checkpoint saved)."""
+    Returns the exit code: 0 finished, EXIT_DIVERGED, 130 interrupted (checkpoint saved)."""
     from litenet.data import open_cifar10
     from litenet.train.trainer import LoopOptions, Split, TrainData, Trainer
 
@@ -102,14 +100,14 @@ def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
                        progress=opts.progress)
     result = Trainer(name, model, train, out, data, loop, comm=comm).run()
     if result.stopped == "diverged":
-        return 3
+        return EXIT_DIVERGED
     if result.stopped == "interrupted":
         return 130
     if writer:
         acc = "n/a" if result.test_accuracy is None else f"{100 * result.test_accuracy:.2f}%"
         print(f"litenet train: done in {time.perf_counter() - started:.0f} s; test accuracy {acc}; "
               f"weights in {out / 'weights.safetensors'}", file=sys.stderr)
-        stale = [name for name in EXPORTED_FILES if (out / name).is_file()]
+        stale = exported_from_other_weights(out)
         if stale:  # litenet-infer refuses them now (their weights_sha256 no longer matches): say so here
             print(f"litenet train: {', '.join(stale)} in {out} were exported from the earlier weights; "
                   f"refresh them with `litenet export --weights {out} --int8`", file=sys.stderr)

@@ -11,6 +11,7 @@ ranks agree on stopping and check that they hold the same weights (parallel.comm
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -29,6 +30,7 @@ from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
 from litenet.train.network import loss_and_dlogits
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
+from litenet.train.run_lock import hold_run_folder
 from litenet.weights import save_model
 
 EPOCH_LOSSES = "epoch_losses"  # a checkpoint's record of the interrupted epoch's losses so far
@@ -119,6 +121,9 @@ class Trainer:
         if self.steps_per_epoch == 0:
             raise LiteNetError(f"{len(data.train_split.images)} training images make no batch of {train.batch_size}")
         self.total_steps = self.steps_per_epoch * train.epochs
+        if train.warmup_steps > self.total_steps and self.writer:  # honoured, but not what anyone means
+            print(f"litenet: note: warmup_steps {train.warmup_steps} is longer than this run's {self.total_steps} "
+                  "steps: the learning rate never reaches its peak", file=sys.stderr)
         self.metrics = MetricsLog(self.out)
         self.history: list[dict] = []
         self._chunk_start_params = None  # the weights at the last chunk boundary, for update ratios
@@ -142,7 +147,11 @@ class Trainer:
         if self.options.resume and has_checkpoint:
             state, position, saved_config = load_checkpoint(self.out)
             require_same_settings(self.out, saved_config, self._config_json())
-            backend.load_state(state)
+            try:
+                backend.load_state(state)
+            except (KeyError, ValueError) as exc:  # a tensor missing, or of another shape
+                raise LiteNetError(f"{self.out / CHECKPOINT_FILE}: damaged checkpoint (tensor {exc}); delete it "
+                                   "and retrain with --force") from None
             self._resumed_losses = [float(v) for v in state.get(EPOCH_LOSSES, ())]
             if self.writer:
                 self.metrics.truncate_after(position)
@@ -167,6 +176,11 @@ class Trainer:
     # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> TrainResult:
+        """Train while holding the run folder (rank 0 writes it; the other ranks only read)."""
+        with hold_run_folder(self.out) if self.writer else contextlib.nullcontext():
+            return self._run()
+
+    def _run(self) -> TrainResult:
         backend, position = self._start()
         bar = _progress_bar(self.total_steps, position.global_step, self.options.progress and self.writer)
         try:
@@ -209,9 +223,11 @@ class Trainer:
             if not np.all(np.isfinite(stats["loss"])):
                 bad = global_step + int(np.argmax(~np.isfinite(stats["loss"])))
                 if self.writer:
+                    kept = (f"The checkpoint in {self.out} (saved before step {bad}, every loss finite) is kept"
+                            if (self.out / CHECKPOINT_FILE).is_file() else
+                            f"No checkpoint was saved before it, so {self.out} holds none")
                     print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
-                          f"The last good checkpoint in {self.out} is kept (lower lr_base or check the data).",
-                          file=sys.stderr)
+                          f"{kept} (lower lr_base or check the data).", file=sys.stderr)
                 return TrainResult(Position(epoch, step, global_step), None, "diverged")
             stop = agree(self.comm, interrupt.requested, params)  # the same answer on every rank
             losses.extend(stats["loss"])

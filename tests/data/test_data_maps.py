@@ -181,6 +181,6 @@ def test_cli_summary(bin_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_cli_prints_user_errors_as_one_line(tmp_path, capsys):
-    assert cli.main(["--data", str(tmp_path / "nowhere"), "--maps", str(tmp_path / "maps")]) == 1
+    assert cli.main(["--data", str(tmp_path / "nowhere"), "--maps", str(tmp_path / "maps")]) == 3
     err = capsys.readouterr().err
     assert err.startswith("litenet data: error: --data=") and err.count("\n") == 1

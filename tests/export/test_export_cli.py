@@ -10,7 +10,7 @@ import pytest
 
 import export_fixtures as fx
 from litenet.cli import main
-from litenet.errors import LiteNetError
+from litenet.errors import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_USAGE, LiteNetError
 from litenet.export import checks, evaluate, onnx_graph
 from litenet.export.pipeline import ExportOptions, export_model
 from litenet.model import ModelConfig
@@ -87,9 +87,9 @@ def test_reusing_a_scales_file_reproduces_the_int8_model(model_dir, dataset, tmp
     assert (model_dir / "model.int8.onnx").read_bytes() == first
 
 
-def assert_refused(argv, folder, match, capsys):
+def assert_refused(argv, folder, match, capsys, code=EXIT_INPUT):
     before = listing(folder) if folder.exists() else None
-    assert main(argv) == 1
+    assert main(argv) == code
     err = capsys.readouterr().err.strip()
     assert err.startswith("litenet export: error:") and "\n" not in err and "Traceback" not in err
     assert match in err
@@ -117,7 +117,7 @@ def test_unwritable_output_folder(model_dir, dataset, tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     assert_refused(["export", "--weights", str(model_dir), "--out", str(blocker / "sub")], model_dir,
-                   "cannot write to", capsys)
+                   "cannot write to", capsys, code=EXIT_ENVIRONMENT)
 
 
 def test_failure_after_the_fp32_model_leaves_nothing(model_dir, dataset, monkeypatch):
@@ -144,9 +144,10 @@ def test_a_failed_export_removes_the_folder_it_created(model_dir, dataset, monke
 
 
 def test_bad_flags_are_refused_before_any_work(model_dir, dataset, capsys):
-    assert_refused(["export", "--weights", str(model_dir), "--int8", "--calib", "0"], model_dir, "--calib", capsys)
+    assert_refused(["export", "--weights", str(model_dir), "--int8", "--calib", "0"], model_dir, "--calib", capsys,
+                   code=EXIT_USAGE)
     assert_refused(["export", "--weights", str(model_dir), "--int8", "--percentile", "120"], model_dir,
-                   "--percentile", capsys)
+                   "--percentile", capsys, code=EXIT_USAGE)
 
 
 def test_numpy_forward_is_what_the_model_folder_holds(model_dir):

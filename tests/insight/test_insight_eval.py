@@ -32,10 +32,10 @@ def test_eval_command_writes_png_and_json(tmp_path, model_dir, dataset, capsys):
 
 
 def test_eval_of_a_missing_model_is_one_line(tmp_path, capsys):
-    assert main(["eval", "--model", str(tmp_path / "nothing")]) == 1
+    assert main(["eval", "--model", str(tmp_path / "nothing")]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nothing: no such folder; point --model at" in err
     (tmp_path / "empty").mkdir()
-    assert main(["eval", "--model", str(tmp_path / "empty")]) == 1
+    assert main(["eval", "--model", str(tmp_path / "empty")]) == 3
     err = capsys.readouterr().err
     assert "empty: no config.json; point --model at" in err and "--weights" not in err

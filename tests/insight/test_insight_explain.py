@@ -71,7 +71,7 @@ def test_explain_command(tmp_path, model_dir, dataset, capsys):
 
 
 def test_explain_needs_something_to_do(model_dir, capsys):
-    assert main(["explain", "--model", str(model_dir)]) == 1
+    assert main(["explain", "--model", str(model_dir)]) == 2  # nothing to explain: a usage error
     assert capsys.readouterr().err.count("\n") == 1
 
 

@@ -48,17 +48,17 @@ def test_ctrl_c_saves_and_resume_finishes(maps, tmp_path):
 
 
 def test_user_errors_are_one_line_before_any_rank_starts(maps, tmp_path):
-    cases = [(["--processes", "3"], "batch_size 16 does not split evenly over 3 ranks", 1),
+    cases = [(["--processes", "3"], "batch_size 16 does not split evenly over 3 ranks", 3),
              (["--gpus", "2", "--backend", "numpy"], "--processes N", 2),
              (["--processes", "2", "--backend", "cuda"], "--gpus N", 2),
              (["--processes", "0"], "--processes 0: give a number of processes ≥ 1", 2),
-             (["--processes", "2", "--resume"], "no checkpoint to resume from", 1),
+             (["--processes", "2", "--resume"], "no checkpoint to resume from", 3),
              (["--processes", "2", "--check-kernels", "1"], "needs --backend cuda", 2)]
     try:
         import cupy  # noqa: F401
     except ImportError:
-        cases.append((["--gpus", "2"], "--gpus 2 needs CUDA GPUs", 1))
-    for extra, message, code in cases:  # 2: a flag out of range or against another (UsageError), 1: the rest
+        cases.append((["--gpus", "2"], "--gpus 2 needs CUDA GPUs", 4))
+    for extra, message, code in cases:  # 2: a flag out of range or against another (UsageError), 3: the rest, 4: no GPU
         r = litenet(*train_args(maps, tmp_path / "run", *extra))
         assert r.returncode == code and "Traceback" not in r.stderr, (extra, r.stderr)
         assert r.stderr.count("\n") == 1 and message in r.stderr, (extra, r.stderr)
@@ -87,4 +87,4 @@ def test_a_failed_rank_stops_the_others(capfd):
     assert time.monotonic() - started < 30
     assert "rank 1 failed (exit code 2)" in capfd.readouterr().err
     assert exit_code(codes) == 1
-    assert exit_code([0, 0]) == 0 and exit_code([130, 130]) == 130 and exit_code([3, 3]) == 3
+    assert exit_code([0, 0]) == 0 and exit_code([130, 130]) == 130 and exit_code([5, 5]) == 5

@@ -35,7 +35,7 @@ def test_ctrl_c_saves_and_resume_finishes(maps, tmp_path):
 
 def test_user_errors_are_one_line(maps, tmp_path):
     r = litenet("train", "--preset", "no-such", "--maps", str(maps), "--out", str(tmp_path))
-    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 3 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "litenet-seed" in r.stderr
     r = litenet("train", "--preset", "litenet-seed", "--hidden", "lots")
     assert r.returncode == 2 and "--hidden" in r.stderr  # argparse checks the type
@@ -68,12 +68,14 @@ def test_flags_out_of_range_exit_2_naming_the_value(maps, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_usage_error_exits_2_and_other_user_errors_1(monkeypatch, capsys):
-    """litenet.cli's mapping itself: UsageError → 2, any other LiteNetError → 1, one line each."""
+def test_usage_error_exits_2_and_other_user_errors_3(monkeypatch, capsys):
+    """litenet.cli's mapping itself (docs/errors.md): UsageError → 2, any other LiteNetError → 3,
+    EnvironmentProblem → 4, one line each."""
     from litenet import cli
-    from litenet.errors import LiteNetError, UsageError
+    from litenet.errors import EnvironmentProblem, LiteNetError, UsageError
 
-    for exc, code in ((UsageError("--epochs -1: must be ≥ 1"), 2), (LiteNetError("no such file"), 1)):
+    for exc, code in ((UsageError("--epochs -1: must be ≥ 1"), 2), (LiteNetError("no such file"), 3),
+                      (EnvironmentProblem("disk full"), 4)):
         def fail(args, exc=exc):
             raise exc
         monkeypatch.setattr("litenet.data.cli.run", fail)

@@ -131,7 +131,7 @@ def test_settings_out_of_range_are_refused_naming_the_field_and_range():
     from litenet.errors import UsageError
     from litenet.model import MixerConfig, TrainConfig
 
-    for make_config, text in ((lambda: TrainConfig(epochs=0), "epochs must be ≥ 1; got 0"),
+    for make_config, text in ((lambda: TrainConfig(epochs=0), "epochs must be ≥ 1 and ≤ 100000; got 0"),
                               (lambda: TrainConfig(lr_base=-1.0), "lr_base must be > 0.0; got -1.0"),
                               (lambda: TrainConfig(label_smoothing=1.0, loss="cross-entropy"), "label_smoothing"),
                               (lambda: TrainConfig(augment="crop+rotate"), "augment must be none or"),

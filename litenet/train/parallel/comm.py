@@ -119,6 +119,9 @@ def reduces(comm) -> bool:
 
 def per_rank_batch(batch: int, world_size: int) -> int:
     """B/N, the images each rank trains on per step; B must be a multiple of N."""
+    if world_size > batch:  # no multiple to suggest that a user would want: fewer ranks is the fix
+        raise LiteNetError(f"{world_size} ranks for a batch of {batch}: each rank needs at least one image; "
+                           f"use at most {batch} ranks")
     if batch % world_size:
         multiple = -(-batch // world_size) * world_size
         raise LiteNetError(f"batch_size {batch} does not split evenly over {world_size} ranks; choose a multiple "

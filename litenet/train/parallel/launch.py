@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from multiprocessing.connection import wait
 
-from litenet.errors import LiteNetError
+from litenet.errors import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_OK, EnvironmentProblem, LiteNetError, report
 from litenet.train.parallel.comm import PeerFailed, SharedMemoryComm, per_rank_batch
 from litenet.train.run import RunOptions, backend_options, run_folder, settings, train_rank
 
@@ -31,7 +31,7 @@ from litenet.train.run import RunOptions, backend_options, run_folder, settings,
 # machines LiteNet runs on must not use NVLink multicast (NVLS), in NCCL or anything else loaded.
 CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-FINISHED = (0, 3, 130)  # a rank that ends with one of these did not fail (trainer exit codes)
+FINISHED = (EXIT_OK, EXIT_DIVERGED, EXIT_INTERRUPTED)  # a rank that ends with one of these did not fail
 GRACE_S = 10.0  # after a rank fails, how long the others get to stop by themselves
 
 
@@ -74,11 +74,11 @@ def _check_gpus(world: int) -> None:
     from litenet.train.backends import cuda_unavailable_reason
     reason = cuda_unavailable_reason()
     if reason:
-        raise LiteNetError(f"--gpus {world} needs CUDA GPUs: {reason}; use --processes {world} for NumPy ranks")
+        raise EnvironmentProblem(f"--gpus {world} needs CUDA GPUs: {reason}; use --processes {world} for NumPy ranks")
     import cupy
     count = cupy.cuda.runtime.getDeviceCount()
     if count < world:
-        raise LiteNetError(f"--gpus {world} asks for {world} GPUs but only {count} are visible "
+        raise EnvironmentProblem(f"--gpus {world} asks for {world} GPUs but only {count} are visible "
                            "(CUDA_VISIBLE_DEVICES); ask for fewer")
 
 
@@ -149,7 +149,7 @@ def run_ranks(ctx, target, rank_args: list[tuple], on_failure=None, grace: float
 
 
 def exit_code(codes: list[int]) -> int:
-    """0, 3 or 130 when no rank failed (the highest, should the ranks differ); else 1."""
+    """0, EXIT_DIVERGED or 130 when no rank failed (the highest, should the ranks differ); else 1."""
     if all(c in FINISHED for c in codes):
         return max(codes)
     return 1
@@ -170,8 +170,8 @@ def _worker(rank: int, world: int, backend: str, rendezvous: tuple, opts: RunOpt
     try:
         comm = _join(rank, world, rendezvous)
         code = train_rank(opts, backend, comm)
-    except LiteNetError as exc:
-        print(f"litenet train (rank {rank}): error: {exc}", file=sys.stderr)
+    except (LiteNetError, OSError) as exc:
+        code = report(f"litenet train (rank {rank})", exc)
     except PeerFailed as exc:
         print(f"litenet train: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
