@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from typing import NamedTuple
 
+from litenet.distribution import install_hint
 from litenet.errors import LiteNetError, UsageError
 
 
@@ -60,7 +61,7 @@ def missing_extra(name: str) -> str | None:
     if not missing:
         return None
     return (f"litenet {name}: needs the {command.extra} extra ({', '.join(missing)} not installed): "
-            f"pip install 'litenet[{command.extra}]'")
+            f"{install_hint(command.extra)}")
 
 
 def build_parser(command: str | None) -> argparse.ArgumentParser:

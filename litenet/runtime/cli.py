@@ -47,12 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_video_arguments(p: argparse.ArgumentParser) -> None:
-    """The --video flags (the video extra: pip install 'litenet[video]')."""
+    """The --video flags (the video extra, VIDEO_EXTRA)."""
     from litenet.runtime.video import VideoOptions
+    from litenet.runtime.video_source import VIDEO_EXTRA
 
     d = VideoOptions()
     g = p.add_argument_group("video", "classify a video instead of images (needs the video extra: "
-                                      "pip install 'litenet[video]'); schema of --json: litenet-video/1")
+                                      f"{VIDEO_EXTRA}); schema of --json: litenet-video/1")
     g.add_argument("--video", metavar="SOURCE",
                    help="a video file, a stream URL (rtsp://, http://), a camera index (0) or picamera2[:N] on a Pi")
     g.add_argument("--every", type=int, default=d.every, metavar="N", help="classify every Nth frame (default 1)")
