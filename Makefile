@@ -176,13 +176,18 @@ bench-studio: $(call extras,studio-test) data  ## (~3 min) the Studio's cost: in
 # --- Runtime --- (litenet/runtime, litenet-infer; docs/runtime.md)
 SHIP_PRESET := litenet-base
 SHIP_WORK ?= runs/ship-$(SHIP_PRESET)
-SHIP_OUT ?= models/$(SHIP_PRESET)
+# make ship-model RUN=runs/litenet-mixer NAME=litenet-mixer ships a run already trained and exported
+# (a GPU's Mixer, say); without RUN it trains and exports litenet-base in SHIP_WORK first.
+RUN ?=
+NAME ?= $(if $(RUN),$(notdir $(patsubst %/,%,$(RUN))),$(SHIP_PRESET))
+SHIP_OUT ?= models/$(NAME)
 
 .PHONY: ship-model
-ship-model:  ## train litenet-base (make train) and export it (make export-int8) in SHIP_WORK, then copy what inference needs into SHIP_OUT
-	@if [ -f $(SHIP_WORK)/weights.safetensors ]; then echo "ship-model: reusing the training run in $(SHIP_WORK) (delete it to retrain)"; \
-	  else $(MAKE) --no-print-directory train PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK); fi
-	$(MAKE) --no-print-directory export-int8 PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK)
+ship-model:  ## copy a finished, exported run (RUN=runs/<preset> NAME=<name>) into models/NAME with a model card of its measured accuracy; without RUN: train + export litenet-base first
+	@if [ -n "$(RUN)" ]; then $(PY) scripts/ship_model.py $(RUN) $(SHIP_OUT); exit $$?; fi; \
+	if [ -f $(SHIP_WORK)/weights.safetensors ]; then echo "ship-model: reusing the training run in $(SHIP_WORK) (delete it to retrain)"; \
+	  else $(MAKE) --no-print-directory train PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK) || exit 1; fi; \
+	$(MAKE) --no-print-directory export-int8 PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK) && \
 	$(PY) scripts/ship_model.py $(SHIP_WORK) $(SHIP_OUT)
 
 .PHONY: bench-infer-cpu

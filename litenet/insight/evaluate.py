@@ -29,7 +29,7 @@ def evaluate(params, model, images, labels, classes: list[str]) -> dict:
 
 
 def run(args) -> int:
-    params, model, _, classes, folder = common.load_trained(args.model)
+    params, model, _, classes, folder = common.load_trained(args.model, "eval")
     test = common.open_data(args).test
     images, labels = test.images[:args.limit], np.asarray(test.labels[:args.limit], np.int64)
     started = time.perf_counter()

@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "3 model or backend unusable. Schema of --json: docs/runtime.md.")
     p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders (their images) or glob patterns")
     p.add_argument("--model", metavar="DIR|FILE",
-                   help="model folder (litenet train + export) or one model file (default: the shipped litenet-base)")
+                   help="model folder (litenet train + export) or one model file (default: your newest finished and "
+                        "exported run under runs/, else the best shipped model; the one used is named on stderr)")
     p.add_argument("--backend", default="auto", choices=["auto", *BACKENDS],
                    help="auto: TensorRT engine → LiteNet CUDA → ONNX Runtime CPU, the first usable (default)")
     p.add_argument("--precision", choices=["fp32", "int8"],
@@ -145,7 +146,7 @@ def run(args: argparse.Namespace, log) -> int:
     t0 = time.perf_counter()
     args.batch_size = args.batch_size or 64
     inputs = expand_inputs(args.images)
-    model = ModelFiles.locate(args.model)
+    model = locate_model(args.model)
     precision = args.precision or model.default_precision()
     if precision not in model.precisions():
         raise LiteNetError(f"{model.describe()} has no {precision} model; run `litenet export --int8` for it "
@@ -165,6 +166,19 @@ def run(args: argparse.Namespace, log) -> int:
     log(f"{len(inputs) - failed} classified, {failed} failed, {1000 * (time.perf_counter() - t0):.0f} ms in all")
     sys.stdout.flush()
     return EXIT_SOME_FAILED if failed else EXIT_OK
+
+
+def locate_model(given: str | None):
+    """The model's files: --model, else the default model_choice.py picks, named in one line on stderr
+    (a model the user named is not repeated back: its errors stay one line, --verbose names it)."""
+    from litenet.runtime.model_choice import choose_model
+    from litenet.runtime.model_files import ModelFiles
+
+    choice = choose_model(given, needs="onnx")
+    model = ModelFiles.locate(choice.path)
+    if given is None:
+        print(choice.line(PROG), file=sys.stderr, flush=True)
+    return model
 
 
 def classify_batch(batch, backend, precision: str, model, args, emit) -> int:
