@@ -6,7 +6,7 @@ import dataclasses
 
 from litenet.errors import UsageError
 from litenet.model import FAMILIES, TrainConfig
-from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
+from litenet.train.run import DEFAULT_PRESET, RunOptions, backend_options, settings, train_rank
 
 
 def add_arguments(parser) -> None:
@@ -76,10 +76,25 @@ def run(args) -> int:
     args.preset = args.preset or DEFAULT_PRESET[backend]  # the Mixer at the size for the backend
     opts = options_from_args(args)
     settings(opts)
+    if backend == "cuda" and world == 1:  # before any data or run folder: without CuPy the run could only crash
+        backend_options(opts, backend)  # a flag the backend refuses is the first thing to say
+        require_cupy()
     if world > 1:
         from litenet.train.parallel.launch import launch
         return launch(opts, backend, world)
     return train_rank(opts, backend)
+
+
+def require_cupy() -> None:
+    """Refuse --backend cuda / --gpus in one line, naming the extra, when CuPy cannot be imported."""
+    import importlib.util
+
+    from litenet.distribution import install_hint
+    from litenet.errors import LiteNetError
+
+    if importlib.util.find_spec("cupy") is None:
+        raise LiteNetError(f"--backend cuda needs CuPy, which is not installed: {install_hint('cuda12')} "
+                           "(or cuda11, cuda13: the one matching your CUDA), or train with --backend numpy")
 
 
 def _ranks(args, family: str | None = None) -> tuple[str, int]:

@@ -87,3 +87,15 @@ def test_a_run_writes_into_runs_unless_told_otherwise():
 
     assert run_folder(RunOptions(), "litenet-base") == Path("runs") / "litenet-base"  # untracked, not models/
     assert run_folder(RunOptions(out="models/litenet-base"), "litenet-base") == Path("models/litenet-base")
+
+
+def test_cuda_without_cupy_is_one_line_naming_the_extra_and_leaves_no_folder(maps, tmp_path):
+    import importlib.util
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here")
+    out = tmp_path / "run"
+    r = litenet("train", "--preset", "litenet-seed", "--epochs", "1", "--maps", str(maps), "--out", str(out),
+                "--backend", "cuda")
+    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert "pip install 'litenet-nn[cuda12]'" in r.stderr and "--backend numpy" in r.stderr
+    assert not out.exists()
