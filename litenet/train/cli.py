@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from litenet.errors import UsageError
 from litenet.model import FAMILIES, TrainConfig
-from litenet.train.run import DEFAULT_PRESET, RunOptions, backend_options, settings, train_rank
+from litenet.train.resume import apply_record
+from litenet.train.run import DEFAULT_PRESET, RUNS_DIR, RunOptions, backend_options, settings, train_rank
 
 
 def add_arguments(parser) -> None:
@@ -69,6 +71,8 @@ def options_from_args(args) -> RunOptions:
 
 def run(args) -> int:
     """`litenet train`: one rank in this process, or N ranks through the launcher."""
+    if args.resume and (args.out or args.preset):  # the short form reads the run's own settings
+        apply_record(args, Path(args.out) if args.out else RUNS_DIR / args.preset)
     family = None
     if args.preset is not None:  # a wrong preset or setting is reported before anything else
         family = settings(options_from_args(args))[1].family

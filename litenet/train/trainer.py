@@ -79,13 +79,14 @@ class Interrupt:
         self._previous = None
 
     def __enter__(self):
+        # SIGTERM (kill, a batch scheduler, a container stopping) saves a checkpoint as Ctrl-C does.
         if _in_main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for s, handler in (self._previous or {}).items():
+            signal.signal(s, handler)
 
     def _handle(self, signum, frame):
         if self.requested:
@@ -145,6 +146,10 @@ class Trainer:
             backend.load_state(state)
             self._resumed_losses = [float(v) for v in state.get(EPOCH_LOSSES, ())]
             if self.writer:
+                where = (f"all {self.train.epochs} epochs are done already" if position.epoch >= self.train.epochs
+                         else f"from epoch {position.epoch + 1} of {self.train.epochs}, step {position.step_in_epoch} "
+                              f"of {self.steps_per_epoch} (step {position.global_step} of {self.total_steps} in all)")
+                print(f"litenet train: resuming {self.out} {where}", file=sys.stderr, flush=True)
                 self.metrics.truncate_after(position)
                 self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
         elif self.writer:
@@ -324,10 +329,14 @@ def same_settings(saved: str, current: str) -> bool:
 
 
 def require_same_settings(out: Path, saved: str, current: str) -> None:
-    """Refuse to resume the run in `out` when its checkpoint's settings are not this run's."""
+    """Refuse to resume the run in `out` when its checkpoint's settings are not this run's, naming each."""
     if not same_settings(saved, current):
-        raise LiteNetError(f"{out}: the checkpoint was trained with other settings; resume "
-                           "with the same preset and options, or use --force to start over")
+        old, new = (json.loads(text) for text in (saved, current))
+        changed = [f"--{k.replace('_', '-')}: recorded {old[part].get(k)}, given {new[part].get(k)}"
+                   for part in ("model", "train") for k in sorted(set(old.get(part, {})) | set(new.get(part, {})))
+                   if isinstance(old.get(part), dict) and old[part].get(k) != new[part].get(k)]
+        raise LiteNetError(f"{out}: the checkpoint was trained with other settings ({'; '.join(changed) or 'unknown'}); "
+                           "resume without those options, or use --force to start over")
 
 
 def check_run_folder(out: Path, resume: bool, force: bool, config: str | None = None) -> bool:

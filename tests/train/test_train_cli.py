@@ -99,3 +99,35 @@ def test_cuda_without_cupy_is_one_line_naming_the_extra_and_leaves_no_folder(map
     assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
     assert "pip install 'litenet-nn[cuda12]'" in r.stderr and "--backend numpy" in r.stderr
     assert not out.exists()
+
+
+def test_sigterm_saves_a_checkpoint_and_the_short_resume_uses_the_runs_settings(maps, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from cli_runs import REPO
+    out = tmp_path / "run"
+    common = ["--maps", str(maps), "--backend", "numpy", "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "litenet", "train", "--preset", "litenet-seed", "--epochs", "30",
+                             "--batch-size", "16", "--limit", "160", "--out", str(out), *common],
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while not (out / "checkpoint.safetensors").exists() and proc.poll() is None:
+        pass
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "saved a checkpoint" in err and "Traceback" not in err, err
+    done = json.loads((out / "config.json").read_text())["epochs_done"]
+    assert done < 30
+    refused = litenet("train", "--out", str(out), "--resume", "--epochs", "31", "--lr-base", "0.5", *common)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--epochs: recorded 30, given 31" in refused.stderr and "--lr-base: recorded 0.048, given 0.5" in refused.stderr
+    r = litenet("train", "--out", str(out), "--resume", "--limit", "320", *common)
+    assert r.returncode == 2 and "--limit: recorded 160 training images, given 320" in r.stderr
+    r = litenet("train", "--out", str(out), "--resume", *common)  # no --limit: the recorded 160, not all 320
+    assert r.returncode == 0, r.stderr
+    assert "litenet train: resuming" in r.stderr and "of 30, step" in r.stderr
+    doc = json.loads((out / "config.json").read_text())
+    assert doc["epochs_done"] == 30 and doc["train"]["batch_size"] == 16 and doc["data"]["train_images"] == 160
