@@ -28,6 +28,7 @@ from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
 from litenet.train.network import loss_and_dlogits
+from litenet.train.progress import duration, progress_bar
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
 from litenet.weights import save_model
 
@@ -173,21 +174,26 @@ class Trainer:
 
     def run(self) -> TrainResult:
         backend, position = self._start()
-        bar = _progress_bar(self.total_steps, position.global_step, self.options.progress and self.writer)
+        bar = progress_bar(self.total_steps, position.global_step, self.steps_per_epoch,
+                           self.options.progress and self.writer)
         try:
             with Interrupt(announce=self.writer) as interrupt:
                 for epoch in range(position.epoch, self.train.epochs):
                     ended = self._run_epoch(backend, epoch, position.step_in_epoch, interrupt, bar)
                     position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
                     if isinstance(ended, TrainResult):
-                        if ended.stopped == "interrupted" and self.writer:
-                            print(f"litenet: saved a checkpoint at step {ended.position.global_step} in {self.out}; "
-                                  "continue with --resume", file=sys.stderr)
-                        return ended
+                        break
+                else:
+                    ended = None
         finally:
-            bar.close()
+            bar.close()  # before any last line, so none is drawn over the bar
             if self.writer:
                 self._plot()
+        if ended is not None:
+            if ended.stopped == "interrupted" and self.writer:
+                print(f"litenet: saved a checkpoint at step {ended.position.global_step} in {self.out}; "
+                      "continue with --resume", file=sys.stderr)
+            return ended
         accuracy = self.history[-1]["test_accuracy"] if self.history else None
         return TrainResult(position, accuracy, "finished")
 
@@ -306,7 +312,7 @@ class Trainer:
         eta = (self.train.epochs - done) * r["seconds"]
         bar.write(f"epoch {done}/{self.train.epochs}  loss {r['train_loss']:.4f}  "
                   f"train {100 * r['train_accuracy']:.2f}%  test {100 * r['test_accuracy']:.2f}%  "
-                  f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {_duration(eta)}")
+                  f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {duration(eta)}")
 
 
 def config_json(model: AnyModel, train: TrainConfig) -> str:
@@ -363,23 +369,3 @@ def _step_records(stats: dict, lrs: np.ndarray, first_step: int, epoch: int) -> 
                         "grad_norms": [float(f"{v:.5g}") for v in np.sqrt(stats["grad_sq"][i])],
                         "path": [[float(f"{v:.5g}") for v in block] for block in stats["path"][i]]})
     return records
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-class _NoBar:
-    def update(self, n): pass
-    def set_postfix(self, **kw): pass
-    def write(self, text): print(text, flush=True)
-    def close(self): pass
-
-
-def _progress_bar(total: int, initial: int, enabled: bool):
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-    # disable=None: a bar on a terminal, plain per-epoch lines in logs and CI.
-    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=None, leave=False)
