@@ -131,3 +131,15 @@ def test_sigterm_saves_a_checkpoint_and_the_short_resume_uses_the_runs_settings(
     assert "litenet train: resuming" in r.stderr and "of 30, step" in r.stderr
     doc = json.loads((out / "config.json").read_text())
     assert doc["epochs_done"] == 30 and doc["train"]["batch_size"] == 16 and doc["data"]["train_images"] == 160
+
+
+def test_gradcheck_shows_progress_per_tensor_and_is_quick_by_default():
+    r = litenet("gradcheck", "--preset", "litenet-seed")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 30 and lines[0].startswith("  litenet-seed: 1/30 ") and lines[-1].startswith("  litenet-seed: 30/30 input")
+    assert "(quick; --full for the check of record)" in r.stdout
+    full = litenet("gradcheck", "--preset", "litenet-seed", "--full", "--no-progress")
+    assert full.returncode == 0 and full.stderr == "" and "checks (full)" in full.stdout
+    quick_checks, full_checks = (int(x.stdout.split(": ")[1].split(" ")[0]) for x in (r, full))
+    assert full_checks > quick_checks  # more directions in the check of record
