@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"litenet {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `litenet eval | head -1`: the reader is gone, nothing left to say
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

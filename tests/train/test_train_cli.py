@@ -143,3 +143,32 @@ def test_gradcheck_shows_progress_per_tensor_and_is_quick_by_default():
     assert full.returncode == 0 and full.stderr == "" and "checks (full)" in full.stdout
     quick_checks, full_checks = (int(x.stdout.split(": ")[1].split(" ")[0]) for x in (r, full))
     assert full_checks > quick_checks  # more directions in the check of record
+
+
+def test_a_batch_larger_than_the_data_is_a_setting_error_before_any_line(maps, tmp_path):
+    out = tmp_path / "run"
+    r = litenet("train", "--preset", "litenet-seed", "--batch-size", "512", "--maps", str(maps), "--out", str(out),
+                "--backend", "numpy", "--no-progress")
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, (r.stdout, r.stderr)
+    assert "--batch-size 512 is larger than the 320 training images" in r.stderr and "0 steps" not in r.stderr
+    assert not out.exists()
+
+
+def test_one_epoch_is_singular_and_the_end_says_what_to_run_next(maps, tmp_path):
+    out = tmp_path / "run"
+    r = litenet("train", "--preset", "litenet-seed", "--epochs", "1", "--batch-size", "16", "--maps", str(maps),
+                "--out", str(out), "--backend", "numpy", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "1 epoch of 20 steps" in r.stdout and "1 epochs" not in r.stdout
+    assert f"next: litenet export --weights {out} --int8" in r.stderr
+
+
+def test_a_closed_pipe_ends_quietly(monkeypatch, capfd):
+    """`litenet eval | head -1`: the command's next print meets a closed pipe; no traceback, exit 1."""
+    from litenet import cli
+
+    def reader_gone(args):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr("litenet.data.cli.run", reader_gone)
+    assert cli.main(["data"]) == 1
+    assert capfd.readouterr().err == ""
