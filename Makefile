@@ -17,6 +17,7 @@ OUT ?= runs/$(PRESET)
 
 RESUME ?=
 FORCE ?=
+FULL ?=
 LIMIT ?=
 data_flag = $(if $(DATA),--data $(DATA),)
 epochs_flag = $(if $(EPOCHS),--epochs $(EPOCHS),)
@@ -50,7 +51,7 @@ extras = $(foreach e,$(1),$(VENV)/.extra-$(e))
 install: $(call extras,dev)  ## create .venv and install LiteNet with everything the tests need
 
 .PHONY: test
-test: $(call extras,dev)  ## run the CPU test suite (GPU tests skip without a GPU)
+test: $(call extras,dev)  ## (~12 min on 2 CPU cores) run the CPU test suite (GPU tests skip without a GPU)
 	$(PY) -m pytest -q
 
 .PHONY: data
@@ -58,7 +59,7 @@ data: $(call extras,train)  ## locate (or download) CIFAR-10 and convert it to m
 	$(VENV)/bin/litenet data $(data_flag)
 
 .PHONY: train
-train: $(call extras,train $(CUDA_EXTRA)) data  ## train PRESET into OUT=runs/PRESET (BACKEND=auto|numpy|cuda)
+train: $(call extras,train $(CUDA_EXTRA)) data  ## (~6 min on 2 CPU cores) train PRESET into OUT=runs/PRESET (BACKEND=auto|numpy|cuda)
 	@if [ -z "$(strip $(run_flags))" ] && [ -f $(OUT)/checkpoint.safetensors ]; then \
 	  echo "make train: $(OUT) already holds a training run; add RESUME=1 to continue it or FORCE=1 to start over (overwriting it)" >&2; \
 	  exit 1; fi
@@ -76,9 +77,9 @@ bench: $(call extras,train) data  ## NumPy backend epoch/step time (MLPs and Mix
 	$(PY) bench/bench_cpu_mixer.py --threads $$(nproc) --out $(NEW_RESULTS)/cpu-mixer.md $(data_flag)
 
 .PHONY: gradcheck
-gradcheck: $(call extras,train)  ## finite-difference check of every gradient, for every preset
+gradcheck: $(call extras,train)  ## (quick, sampled; FULL=1 the check of record, minutes a preset) finite-difference check of every gradient, for every preset
 	@for p in $$($(PY) -c "from litenet.model import preset_names; print(*preset_names())"); do \
-	  $(VENV)/bin/litenet gradcheck --preset $$p || exit 1; done
+	  $(VENV)/bin/litenet gradcheck --preset $$p $(if $(call yes,$(FULL)),--full,) || exit 1; done
 
 # --- Export --- (litenet/export; docs/export.md)
 METHOD ?= percentile
