@@ -75,11 +75,14 @@ def run(args) -> int:
         apply_record(args, Path(args.out) if args.out else RUNS_DIR / args.preset)
     family = None
     if args.preset is not None:  # a wrong preset or setting is reported before anything else
-        family = settings(options_from_args(args))[1].family
+        family = checked_settings(options_from_args(args))[1].family
     backend, world = _ranks(args, family)
     args.preset = args.preset or DEFAULT_PRESET[backend]  # the Mixer at the size for the backend
     opts = options_from_args(args)
-    settings(opts)
+    train = checked_settings(opts)[2]
+    if backend == "numpy" and train.precision != "fp32":  # before the run's first line and its folder
+        raise UsageError(f"--precision {train.precision} runs CUDA products on tensor cores; the NumPy backend "
+                         "computes in --dtype (float32 or float64): use --precision fp32 with --backend numpy")
     if backend == "cuda" and world == 1:  # before any data or run folder: without CuPy the run could only crash
         backend_options(opts, backend)  # a flag the backend refuses is the first thing to say
         require_cupy()
@@ -87,6 +90,22 @@ def run(args) -> int:
         from litenet.train.parallel.launch import launch
         return launch(opts, backend, world)
     return train_rank(opts, backend)
+
+
+def checked_settings(opts: RunOptions):
+    """settings(opts), with an error about a setting given as a flag worded with that flag (`--lr-base`, not `lr_base`)."""
+    import re
+
+    from litenet.errors import LiteNetError
+    try:
+        return settings(opts)
+    except LiteNetError as exc:
+        text = str(exc)
+        for name in opts.overrides:
+            text = re.sub(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), text)
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None
 
 
 def require_cupy() -> None:

@@ -172,3 +172,14 @@ def test_a_closed_pipe_ends_quietly(monkeypatch, capfd):
     monkeypatch.setattr("litenet.data.cli.run", reader_gone)
     assert cli.main(["data"]) == 1
     assert capfd.readouterr().err == ""
+
+
+def test_errors_name_the_flag_typed_and_bf16_on_numpy_is_one_line_before_any_folder(maps, tmp_path):
+    out = tmp_path / "run"
+    common = ["--preset", "litenet-seed", "--maps", str(maps), "--out", str(out), "--backend", "numpy"]
+    r = litenet("train", *common, "--lr-base", "-1")
+    assert r.returncode == 2 and r.stderr == "litenet train: error: --lr-base must be > 0.0; got -1.0\n", r.stderr
+    r = litenet("train", *common, "--precision", "bf16")
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1, (r.stdout, r.stderr)
+    assert "--precision bf16" in r.stderr and "--backend numpy" in r.stderr
+    assert not out.exists()
