@@ -7,6 +7,7 @@ from pathlib import Path
 
 from litenet.errors import UsageError
 from litenet.model import FAMILIES, TrainConfig
+from litenet.settings import help_text
 from litenet.train.resume import apply_record
 from litenet.train.run import DEFAULT_PRESET, RUNS_DIR, RunOptions, backend_options, settings, train_rank
 
@@ -48,7 +49,7 @@ def add_arguments(parser) -> None:
             seen.add(field.name)
             kind = type(field.default)
             group.add_argument(f"--{field.name.replace('_', '-')}", dest=f"set_{field.name}", metavar=kind.__name__.upper(),
-                               type=_parse_bool if kind is bool else kind, help=f"{cls.__name__}.{field.name}")
+                               type=_parse_bool if kind is bool else kind, help=help_text(field.name))
 
 
 def _parse_bool(text: str) -> bool:
