@@ -54,10 +54,6 @@ class CudaInference(Backend):
         if model.family() not in FAMILIES:
             return f"its kernels run the {' and '.join(FAMILIES)} families; this model is a {model.family()}"
         try:
-            import safetensors  # noqa: F401
-        except ImportError:
-            return "needs the safetensors package (pip install safetensors)"
-        try:
             import cupy
         except Exception as exc:  # ImportError, or CUDA libraries missing
             return f"CuPy is not importable ({type(exc).__name__})"
@@ -67,6 +63,10 @@ class CudaInference(Backend):
             props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         except Exception as exc:  # no driver, no device
             return f"no usable GPU ({exc.__class__.__name__})"
+        try:  # after the GPU: on a machine without one, the missing GPU is the reason worth reading
+            import safetensors  # noqa: F401
+        except ImportError:
+            return "needs the safetensors package (pip install safetensors)"
         if (props["major"], props["minor"]) < MIN_CAPABILITY:
             return f"the GPU is sm_{props['major']}{props['minor']}; LiteNet's kernels need sm_61 or newer"
         return None
