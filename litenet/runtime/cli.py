@@ -141,12 +141,13 @@ def run(args: argparse.Namespace, log) -> int:
     """Locate the model, choose and open the backend, classify every input in batches, print the records."""
     from litenet.runtime.backends import choose
     from litenet.runtime.images import expand_inputs
+    from litenet.runtime.locate import locate_model
     from litenet.runtime.model_files import ModelFiles
 
     t0 = time.perf_counter()
     args.batch_size = args.batch_size or 64
     inputs = expand_inputs(args.images)
-    model = locate_model(args.model)
+    model = locate_model(args.model, PROG)
     precision = args.precision or model.default_precision()
     if precision not in model.precisions():
         raise LiteNetError(f"{model.describe()} has no {precision} model; run `litenet export --int8` for it "
@@ -166,19 +167,6 @@ def run(args: argparse.Namespace, log) -> int:
     log(f"{len(inputs) - failed} classified, {failed} failed, {1000 * (time.perf_counter() - t0):.0f} ms in all")
     sys.stdout.flush()
     return EXIT_SOME_FAILED if failed else EXIT_OK
-
-
-def locate_model(given: str | None):
-    """The model's files: --model, else the default model_choice.py picks, named in one line on stderr
-    (a model the user named is not repeated back: its errors stay one line, --verbose names it)."""
-    from litenet.runtime.model_choice import choose_model
-    from litenet.runtime.model_files import ModelFiles
-
-    choice = choose_model(given, needs="onnx")
-    model = ModelFiles.locate(choice.path)
-    if given is None:
-        print(choice.line(PROG), file=sys.stderr, flush=True)
-    return model
 
 
 def classify_batch(batch, backend, precision: str, model, args, emit) -> int:
