@@ -17,6 +17,7 @@ OUT ?= runs/$(PRESET)
 
 RESUME ?=
 FORCE ?=
+FULL ?=
 LIMIT ?=
 data_flag = $(if $(DATA),--data $(DATA),)
 epochs_flag = $(if $(EPOCHS),--epochs $(EPOCHS),)
@@ -50,7 +51,7 @@ extras = $(foreach e,$(1),$(VENV)/.extra-$(e))
 install: $(call extras,dev)  ## create .venv and install LiteNet with everything the tests need
 
 .PHONY: test
-test: $(call extras,dev)  ## run the CPU test suite (GPU tests skip without a GPU)
+test: $(call extras,dev)  ## (~12 min on 2 CPU cores) run the CPU test suite (GPU tests skip without a GPU)
 	$(PY) -m pytest -q
 
 .PHONY: data
@@ -58,7 +59,7 @@ data: $(call extras,train)  ## locate (or download) CIFAR-10 and convert it to m
 	$(VENV)/bin/litenet data $(data_flag)
 
 .PHONY: train
-train: $(call extras,train $(CUDA_EXTRA)) data  ## train PRESET into OUT=runs/PRESET (BACKEND=auto|numpy|cuda)
+train: $(call extras,train $(CUDA_EXTRA)) data  ## (~6 min on 2 CPU cores) train PRESET into OUT=runs/PRESET (BACKEND=auto|numpy|cuda)
 	@if [ -z "$(strip $(run_flags))" ] && [ -f $(OUT)/checkpoint.safetensors ]; then \
 	  echo "make train: $(OUT) already holds a training run; add RESUME=1 to continue it or FORCE=1 to start over (overwriting it)" >&2; \
 	  exit 1; fi
@@ -76,9 +77,9 @@ bench: $(call extras,train) data  ## NumPy backend epoch/step time (MLPs and Mix
 	$(PY) bench/bench_cpu_mixer.py --threads $$(nproc) --out $(NEW_RESULTS)/cpu-mixer.md $(data_flag)
 
 .PHONY: gradcheck
-gradcheck: $(call extras,train)  ## finite-difference check of every gradient, for every preset
+gradcheck: $(call extras,train)  ## (quick, sampled; FULL=1 the check of record, minutes a preset) finite-difference check of every gradient, for every preset
 	@for p in $$($(PY) -c "from litenet.model import preset_names; print(*preset_names())"); do \
-	  $(VENV)/bin/litenet gradcheck --preset $$p || exit 1; done
+	  $(VENV)/bin/litenet gradcheck --preset $$p $(if $(call yes,$(FULL)),--full,) || exit 1; done
 
 # --- Export --- (litenet/export; docs/export.md)
 METHOD ?= percentile
@@ -176,13 +177,18 @@ bench-studio: $(call extras,studio-test) data  ## (~3 min) the Studio's cost: in
 # --- Runtime --- (litenet/runtime, litenet-infer; docs/runtime.md)
 SHIP_PRESET := litenet-base
 SHIP_WORK ?= runs/ship-$(SHIP_PRESET)
-SHIP_OUT ?= models/$(SHIP_PRESET)
+# make ship-model RUN=runs/litenet-mixer NAME=litenet-mixer ships a run already trained and exported
+# (a GPU's Mixer, say); without RUN it trains and exports litenet-base in SHIP_WORK first.
+RUN ?=
+NAME ?= $(if $(RUN),$(notdir $(patsubst %/,%,$(RUN))),$(SHIP_PRESET))
+SHIP_OUT ?= models/$(NAME)
 
 .PHONY: ship-model
-ship-model:  ## train litenet-base (make train) and export it (make export-int8) in SHIP_WORK, then copy what inference needs into SHIP_OUT
-	@if [ -f $(SHIP_WORK)/weights.safetensors ]; then echo "ship-model: reusing the training run in $(SHIP_WORK) (delete it to retrain)"; \
-	  else $(MAKE) --no-print-directory train PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK); fi
-	$(MAKE) --no-print-directory export-int8 PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK)
+ship-model:  ## copy a finished, exported run (RUN=runs/<preset> NAME=<name>) into models/NAME with a model card of its measured accuracy; without RUN: train + export litenet-base first
+	@if [ -n "$(RUN)" ]; then $(PY) scripts/ship_model.py $(RUN) $(SHIP_OUT); exit $$?; fi; \
+	if [ -f $(SHIP_WORK)/weights.safetensors ]; then echo "ship-model: reusing the training run in $(SHIP_WORK) (delete it to retrain)"; \
+	  else $(MAKE) --no-print-directory train PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK) || exit 1; fi; \
+	$(MAKE) --no-print-directory export-int8 PRESET=$(SHIP_PRESET) OUT=$(SHIP_WORK) && \
 	$(PY) scripts/ship_model.py $(SHIP_WORK) $(SHIP_OUT)
 
 .PHONY: bench-infer-cpu

@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from typing import NamedTuple
 
+from litenet.distribution import install_hint
 from litenet.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, EXIT_USAGE, LiteNetError, debugging, report
 
 
@@ -60,7 +61,7 @@ def missing_extra(name: str) -> str | None:
     if not missing:
         return None
     return (f"litenet {name}: needs the {command.extra} extra ({', '.join(missing)} not installed): "
-            f"pip install 'litenet[{command.extra}]'")
+            f"{install_hint(command.extra)}")
 
 
 def build_parser(command: str | None) -> argparse.ArgumentParser:
@@ -89,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     prog = f"litenet {args.command}"
     try:
         return int(importlib.import_module(COMMANDS[args.command].module).run(args) or 0)
+    except BrokenPipeError:  # an OSError, so first; `litenet eval | head -1`: the reader is gone, nothing left to say
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (LiteNetError, OSError) as exc:  # a user mistake or the machine refusing: one line (docs/errors.md)
         if debugging():
             raise
@@ -96,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
 
 if __name__ == "__main__":
     sys.exit(main())

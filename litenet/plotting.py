@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import sys
 
+from litenet.distribution import install_hint
+
 NOTICE = ("litenet: matplotlib is not installed, so no pictures (PNG) are drawn; "
-          "pip install 'litenet[train]' adds it")
+          f"{install_hint('train')} adds it")
 _noticed = False
 
 

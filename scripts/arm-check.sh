@@ -103,7 +103,7 @@ done
 log "building the wheel (pip wheel --no-deps .)"
 (cd "$REPO" && "$PY" -m pip wheel -q --no-deps . -w "$WORK/wheel" >"$WORK/wheel.log" 2>&1) ||
   { tail -5 "$WORK/wheel.log" >&2; die "pip wheel failed"; }
-WHEEL=$(ls "$WORK"/wheel/litenet-*.whl)
+WHEEL=$(ls "$WORK"/wheel/litenet_nn-*.whl)
 mkdir -p "$ROOT/tmp/check/model" "$WORK/samples"
 cp "$WHEEL" "$ROOT/tmp/check/"
 cp "$MODEL"/model.onnx "$MODEL"/model.int8.onnx "$ROOT/tmp/check/model/"

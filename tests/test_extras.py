@@ -57,7 +57,7 @@ def test_a_missing_extra_is_one_line_before_any_work(command, missing, extra, ma
     assert r.stdout == ""
     needed = [m for m in missing if m in COMMANDS[command].needs]
     assert r.stderr == (f"litenet {command}: needs the {extra} extra ({', '.join(needed)} not installed): "
-                        f"pip install 'litenet[{extra}]'\n")
+                        f"pip install 'litenet-nn[{extra}]'\n")
     assert not out.exists()
 
 

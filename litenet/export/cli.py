@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
     report = export_model(args.weights, args.out, options, data=args.data, maps=args.maps,
                           log=lambda line: print(line, file=sys.stderr))
     print(format_report(report))
+    folder = args.out or args.weights
+    print(f"next: litenet-infer photo.jpg --model {folder}{' --precision int8' if args.int8 else ''}   "
+          f"(or litenet eval --model {args.weights}; litenet bench-infer {folder})", file=sys.stderr)
     return 0
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from litenet.data import CLASS_NAMES
 from litenet.resources import models_dir
 
-DEFAULT_MODEL = "litenet-base"
 RUNS_DIR = Path("runs")  # untracked in a checkout (.gitignore), as litenet train's default
 
 
@@ -21,7 +20,8 @@ def check_steps(steps: int) -> None:
 
 
 def add_model_argument(parser) -> None:
-    parser.add_argument("--model", help=f"trained model folder (default models/{DEFAULT_MODEL})")
+    parser.add_argument("--model", help="trained model folder (default: your newest finished run under runs/, "
+                                        "else the best shipped model; the one used is named on stderr)")
 
 
 def add_data_arguments(parser) -> None:
@@ -29,16 +29,23 @@ def add_data_arguments(parser) -> None:
     parser.add_argument("--maps", help="folder of the converted memory maps (default ./data/cifar10-maps)")
 
 
-def load_trained(folder: str | None):
-    """(params, model config, train config, class names, folder) of a trained model folder."""
+def load_trained(folder: str | None, command: str | None = None):
+    """(params, model config, train config, class names, folder) of a trained model folder: `folder`, else
+    the default model_choice.py picks; given the command's name, one line on stderr says which was used."""
+    import sys
+
     from litenet.errors import LiteNetError
+    from litenet.runtime.model_choice import choose_model
     from litenet.weights import CONFIG_FILE, load_model
 
-    path = Path(folder) if folder else models_dir() / DEFAULT_MODEL
+    choice = choose_model(folder, needs="weights")
+    path = choice.path
     if not (path / CONFIG_FILE).is_file():  # load_model's own message names export's --weights too
         what = "no such folder" if not path.exists() else f"no {CONFIG_FILE}"
         raise LiteNetError(f"{path}: {what}; point --model at a folder written by litenet train "
-                           f"(default: the shipped models/{DEFAULT_MODEL})")
+                           "(default: your newest finished run under runs/, else the best shipped model)")
+    if command and folder is None:  # a model the user named is not repeated back
+        print(choice.line(f"litenet {command}"), file=sys.stderr, flush=True)
     params, model, train, doc = load_model(path)
     classes = list(doc.get("classes") or CLASS_NAMES)
     return params, model, train, classes, path

@@ -32,7 +32,7 @@ def evaluate(params, model, images, labels, classes: list[str]) -> dict:
 def run(args) -> int:
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: evaluate at least 1 image")
-    params, model, _, classes, folder = common.load_trained(args.model)
+    params, model, _, classes, folder = common.load_trained(args.model, "eval")
     test = common.open_data(args).test
     images, labels = test.images[:args.limit], np.asarray(test.labels[:args.limit], np.int64)
     started = time.perf_counter()

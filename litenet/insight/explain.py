@@ -85,7 +85,7 @@ def _fmt(value: float, kind: str) -> str:
 def run(args) -> int:
     if not args.images and not args.grid:
         raise UsageError("give image files, --grid N, or both")
-    params, model, train, classes, folder = common.load_trained(args.model)
+    params, model, train, classes, folder = common.load_trained(args.model, "explain")
     out = common.output_folder(args.out, folder, "explain")
     out.mkdir(parents=True, exist_ok=True)
     errors = explain_files(args.images, out, params, model, train, classes)

@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     d = Settings()
     p.add_argument("model", nargs="?", metavar="MODEL",
-                   help="model folder (litenet train + export) or one model file (default: the shipped litenet-base)")
+                   help="model folder (litenet train + export) or one model file (default: your newest finished and "
+                        "exported run under runs/, else the best shipped model; named on stderr)")
     p.add_argument("--backend", nargs="+", choices=list(BACKENDS), default=list(d.backends), metavar="NAME",
                    help=f"backends to measure (default: all of {', '.join(BACKENDS)} that can run here)")
     p.add_argument("--precision", nargs="+", choices=["fp32", "int8"], default=list(d.precisions),
@@ -44,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Measure, then print the table or the JSON report; returns the exit status (3: nothing could run)."""
     from litenet.runtime import bench
+    from litenet.runtime.model_choice import choose_model
     from litenet.runtime.model_files import ModelFiles
 
     # ONNX Runtime or the GPU does the work; an idle OpenBLAS pool would only add threads to the
@@ -56,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
         settings.check()
     except LiteNetError as exc:
         raise UsageError(str(exc)) from None
-    model = ModelFiles.locate(args.model)
+    choice = choose_model(args.model, needs="onnx")
+    model = ModelFiles.locate(choice.path)
+    if args.model is None:  # a model the user named is not repeated back
+        print(choice.line("litenet bench-infer"), file=sys.stderr, flush=True)
     log = (lambda line: None) if args.quiet else (lambda line: print(f"bench-infer: {line}", file=sys.stderr, flush=True))
     report = bench.run(model, settings, log)
     if args.emulated:

@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "3 model or backend unusable, 4 permission denied or disk full. Schema of --json: docs/runtime.md.")
     p.add_argument("images", nargs="*", metavar="IMAGE", help="image files, folders (their images) or glob patterns")
     p.add_argument("--model", metavar="DIR|FILE",
-                   help="model folder (litenet train + export) or one model file (default: the shipped litenet-base)")
+                   help="model folder (litenet train + export) or one model file (default: your newest finished and "
+                        "exported run under runs/, else the best shipped model; the one used is named on stderr)")
     p.add_argument("--backend", default="auto", choices=["auto", *BACKENDS],
                    help="auto: TensorRT engine → LiteNet CUDA → ONNX Runtime CPU, the first usable (default)")
     p.add_argument("--precision", choices=["fp32", "int8"],
@@ -49,12 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_video_arguments(p: argparse.ArgumentParser) -> None:
-    """The --video flags (the video extra: pip install 'litenet[video]')."""
+    """The --video flags (the video extra, VIDEO_EXTRA)."""
     from litenet.runtime.video import VideoOptions
+    from litenet.runtime.video_source import VIDEO_EXTRA
 
     d = VideoOptions()
     g = p.add_argument_group("video", "classify a video instead of images (needs the video extra: "
-                                      "pip install 'litenet[video]'); schema of --json: litenet-video/1")
+                                      f"{VIDEO_EXTRA}); schema of --json: litenet-video/1")
     g.add_argument("--video", metavar="SOURCE",
                    help="a video file, a stream URL (rtsp://, http://), a camera index (0) or picamera2[:N] on a Pi")
     g.add_argument("--every", type=int, default=d.every, metavar="N", help="classify every Nth frame (default 1)")
@@ -152,12 +154,13 @@ def run(args: argparse.Namespace, log) -> int:
     """Locate the model, choose and open the backend, classify every input in batches, print the records."""
     from litenet.runtime.backends import choose
     from litenet.runtime.images import expand_inputs
+    from litenet.runtime.locate import locate_model
     from litenet.runtime.model_files import ModelFiles
 
     t0 = time.perf_counter()
     args.batch_size = args.batch_size or 64
     inputs = expand_inputs(args.images)
-    model = ModelFiles.locate(args.model)
+    model = locate_model(args.model, PROG)
     precision = args.precision or model.default_precision()
     if precision not in model.precisions():
         raise LiteNetError(f"{model.describe()} has no {precision} model; run `litenet export --int8` for it "

@@ -61,10 +61,6 @@ class CudaInference(Backend):
         if precision == "int8" and model.plan is None:
             return f"{model.describe()} has no model.int8.plan.safetensors (run litenet export --int8)"
         try:
-            import safetensors  # noqa: F401
-        except ImportError:
-            return "needs the safetensors package (pip install safetensors)"
-        try:
             import cupy
         except Exception as exc:  # ImportError, or CUDA libraries missing
             return f"CuPy is not importable ({type(exc).__name__})"
@@ -74,6 +70,10 @@ class CudaInference(Backend):
             props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         except Exception as exc:  # no driver, no device
             return f"no usable GPU ({exc.__class__.__name__})"
+        try:  # after the GPU: on a machine without one, the missing GPU is the reason worth reading
+            import safetensors  # noqa: F401
+        except ImportError:
+            return "needs the safetensors package (pip install safetensors)"
         if (props["major"], props["minor"]) < MIN_CAPABILITY:
             return f"the GPU is sm_{props['major']}{props['minor']}; LiteNet's kernels need sm_61 or newer"
         return None

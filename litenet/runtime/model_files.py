@@ -82,17 +82,14 @@ class ModelFiles:
 
     @classmethod
     def shipped(cls) -> ModelFiles:
-        """The model shipped with LiteNet (models/litenet-base in a checkout or a wheel)."""
-        from litenet.resources import models_dir
+        """The best model shipped with LiteNet (models/<name>/ in a checkout or a wheel; model_choice.py says which)."""
+        from litenet.runtime.model_choice import shipped_models
 
-        try:
-            folder = models_dir() / DEFAULT_MODEL
-        except FileNotFoundError as exc:
-            raise LiteNetError(f"{exc}; or {MODEL_HINT}") from None
-        if not (folder / FP32_ONNX).is_file() and not (folder / INT8_ONNX).is_file():
-            raise LiteNetError(f"the shipped model {folder} is missing (run `make ship-model` in a checkout); "
-                               f"or {MODEL_HINT}")
-        return cls.locate(folder)
+        shipped = shipped_models("onnx")
+        if not shipped:
+            raise LiteNetError(f"the shipped model (models/{DEFAULT_MODEL}) is missing (run `make ship-model` in a "
+                               f"checkout); or {MODEL_HINT}")
+        return cls.locate(shipped[0][0])
 
     def precisions(self) -> list[str]:
         """The precisions some file of this model provides."""

@@ -13,7 +13,7 @@ def run_video(args: argparse.Namespace, log) -> int:
     """Classify the frames of args.video; returns the exit status (cli.py's module docstring)."""
     from litenet.errors import LiteNetError
     from litenet.runtime.backends import choose
-    from litenet.runtime.model_files import ModelFiles
+    from litenet.runtime.locate import locate_model
     from litenet.runtime.video import Pipeline, VideoOptions
     from litenet.runtime.video_source import FrameReader, VideoError, import_cv2, open_capture, parse_source
 
@@ -34,7 +34,7 @@ def run_video(args: argparse.Namespace, log) -> int:
         warn(str(exc))
         return EXIT_SOME_FAILED
     try:
-        model = ModelFiles.locate(args.model)
+        model = locate_model(args.model, prog)
         precision = args.precision or model.default_precision()
         if precision not in model.precisions():
             raise LiteNetError(f"{model.describe()} has no {precision} model; run `litenet export --int8` for it "

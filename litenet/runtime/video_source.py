@@ -17,9 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from litenet.distribution import install_hint
 from litenet.errors import LiteNetError
 
-VIDEO_EXTRA = "pip install 'litenet[video]'"
+VIDEO_EXTRA = install_hint("video")
 # Consecutive undecodable frames after which a file is taken to end there (1 s of 60 fps video).
 MAX_BAD_IN_A_ROW = 60
 PICAMERA = "picamera2"

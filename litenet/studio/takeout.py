@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from litenet.distribution import install_hint
 from litenet.export.pipeline import ExportOptions, export_model
 from litenet.weights import save_model
 
@@ -33,7 +34,7 @@ def infer_commands(folder: Path, int8: bool, family: str) -> list[dict]:
     lines = [{"where": "this computer's CPU (ONNX Runtime)",
               "command": f"litenet-infer photo.jpg --model {model} --backend onnxruntime"}]
     if int8:
-        lines.append({"where": "a Raspberry Pi (pip install litenet; copy the folder over)",
+        lines.append({"where": f"a Raspberry Pi ({install_hint()}; copy the folder over)",
                       "command": f"litenet-infer photo.jpg --model {Path(folder).name} --precision int8"})
     if family in ("mlp", "mixer"):
         lines.append({"where": "an NVIDIA GPU (LiteNet's CUDA kernels)",

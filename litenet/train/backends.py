@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from litenet.distribution import install_hint
 from litenet.errors import LiteNetError
 
 # What fetch_stats returns, one row per step, all measured before the clip rule rescales anything.
@@ -45,7 +46,7 @@ def backend_class(name: str):
     try:
         return getattr(importlib.import_module(module), cls)
     except ImportError as exc:
-        raise LiteNetError(f"backend {name} is unavailable ({exc}); install litenet[cuda12] or use --backend numpy") from None
+        raise LiteNetError(f"backend {name} is unavailable ({exc}); {install_hint('cuda12')} (cuda11, cuda13: the CuPy for your CUDA) or use --backend numpy") from None
 
 
 def cuda_unavailable_reason() -> str | None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from litenet.errors import UsageError
 from litenet.limits import MAX_RANKS
 from litenet.model import FAMILIES, TrainConfig
-from litenet.train.run import DEFAULT_PRESET, RunOptions, settings, train_rank
+from litenet.settings import help_text
+from litenet.train.resume import apply_record
+from litenet.train.run import DEFAULT_PRESET, RUNS_DIR, RunOptions, backend_options, settings, train_rank
 
 
 def add_arguments(parser) -> None:
@@ -47,7 +50,7 @@ def add_arguments(parser) -> None:
             seen.add(field.name)
             kind = type(field.default)
             group.add_argument(f"--{field.name.replace('_', '-')}", dest=f"set_{field.name}", metavar=kind.__name__.upper(),
-                               type=_parse_bool if kind is bool else kind, help=f"{cls.__name__}.{field.name}")
+                               type=_parse_bool if kind is bool else kind, help=help_text(field.name))
 
 
 def _parse_bool(text: str) -> bool:
@@ -70,17 +73,53 @@ def options_from_args(args) -> RunOptions:
 
 def run(args) -> int:
     """`litenet train`: one rank in this process, or N ranks through the launcher."""
+    if args.resume and (args.out or args.preset):  # the short form reads the run's own settings
+        apply_record(args, Path(args.out) if args.out else RUNS_DIR / args.preset)
     family = None
     if args.preset is not None:  # a wrong preset or setting is reported before anything else
-        family = settings(options_from_args(args))[1].family
+        family = checked_settings(options_from_args(args))[1].family
     backend, world = _ranks(args, family)
     args.preset = args.preset or DEFAULT_PRESET[backend]  # the Mixer at the size for the backend
     opts = options_from_args(args)
-    settings(opts)
+    train = checked_settings(opts)[2]
+    if backend == "numpy" and train.precision != "fp32":  # before the run's first line and its folder
+        raise UsageError(f"--precision {train.precision} runs CUDA products on tensor cores; the NumPy backend "
+                         "computes in --dtype (float32 or float64): use --precision fp32 with --backend numpy")
+    if backend == "cuda" and world == 1:  # before any data or run folder: without CuPy the run could only crash
+        backend_options(opts, backend)  # a flag the backend refuses is the first thing to say
+        require_cupy()
     if world > 1:
         from litenet.train.parallel.launch import launch
         return launch(opts, backend, world)
     return train_rank(opts, backend)
+
+
+def checked_settings(opts: RunOptions):
+    """settings(opts), with an error about a setting given as a flag worded with that flag (`--lr-base`, not `lr_base`)."""
+    import re
+
+    from litenet.errors import LiteNetError
+    try:
+        return settings(opts)
+    except LiteNetError as exc:
+        text = str(exc)
+        for name in opts.overrides:
+            text = re.sub(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), text)
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None
+
+
+def require_cupy() -> None:
+    """Refuse --backend cuda / --gpus in one line, naming the extra, when CuPy cannot be imported."""
+    import importlib.util
+
+    from litenet.distribution import install_hint
+    from litenet.errors import LiteNetError
+
+    if importlib.util.find_spec("cupy") is None:
+        raise LiteNetError(f"--backend cuda needs CuPy, which is not installed: {install_hint('cuda12')} "
+                           "(or cuda11, cuda13: the one matching your CUDA), or train with --backend numpy")
 
 
 def _ranks(args, family: str | None = None) -> tuple[str, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 
 import numpy as np
 
@@ -80,9 +81,15 @@ def fd_noise(loss: float, count: int) -> float:
     return 100 * float(np.finfo(np.float64).eps) * max(abs(loss), 1.0) / EPS * np.sqrt(count)
 
 
+# The default is quick enough to run casually (seconds a preset); --full is the check of record.
+QUICK = {"samples": 4, "directions": 1}
+FULL = {"samples": 24, "directions": 4}
+
+
 def check_model(model: AnyModel, margin: float = 0.3, seed: int = 0, batch: int = 4,
-                samples: int = 24, directions: int = 4) -> list[CheckResult]:
-    """Finite-difference check of every parameter tensor and the input, for both losses."""
+                samples: int = 24, directions: int = 4, progress=None) -> list[CheckResult]:
+    """Finite-difference check of every parameter tensor and the input, for both losses;
+    `progress(done, total, result)` is called after each tensor."""
     rng = np.random.default_rng(seed + 1)
     params = init_params(model, seed, np.float64)
     # Move γ and β off 1 and 0 so their gradients are not checked only at a special point.
@@ -92,6 +99,13 @@ def check_model(model: AnyModel, margin: float = 0.3, seed: int = 0, batch: int 
             views[p.name][...] += rng.uniform(-0.3, 0.3, p.shape)
     images, labels = _draw_batch(model, params, margin, seed, batch)
     results = []
+    total = len(LOSSES) * (len(param_layout(model)) + 1)
+
+    def add(result: CheckResult) -> None:
+        results.append(result)
+        if progress is not None and result.name != "direction":
+            progress(sum(r.name != "direction" for r in results), total, result)
+
     for loss, smoothing in LOSSES:
         value, grads, dx, _ = network.loss_and_grads(params, images, labels, model, loss, margin, want_dx=True,
                                                      smoothing=smoothing)
@@ -103,11 +117,11 @@ def check_model(model: AnyModel, margin: float = 0.3, seed: int = 0, batch: int 
         for p in param_layout(model):
             coords = rng.choice(p.size, size=min(samples, p.size), replace=False) + p.offset
             numeric = np.array([_central(lambda e, i=i: _with_bump(params, i, e, f), EPS) for i in coords])
-            results.append(CheckResult(p.name, label, relative_error(grads[coords], numeric, fd_noise(value, len(coords)))))
+            add(CheckResult(p.name, label, relative_error(grads[coords], numeric, fd_noise(value, len(coords)))))
         pixels = rng.choice(images.size, size=samples, replace=False)
         numeric = np.array([_central(lambda e, i=i: _with_bump(images, i, e, lambda: f(x=images)), EPS)
                             for i in pixels])
-        results.append(CheckResult("input", label, relative_error(dx.ravel()[pixels], numeric)))
+        add(CheckResult("input", label, relative_error(dx.ravel()[pixels], numeric)))
         for _ in range(directions):  # the whole gradient at once, along random directions
             r = rng.standard_normal(params.shape)
             numeric = _central(lambda e: f(params + e * r), EPS)
@@ -142,23 +156,37 @@ def add_arguments(parser) -> None:
     parser.add_argument("--preset", action="append", help="preset name or .toml (repeatable; default: every preset)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="print every tensor's error")
+    parser.add_argument("--full", action="store_true",
+                        help=f"the check of record: {FULL['samples']} entries of every tensor and {FULL['directions']} "
+                             f"random directions per loss (default: {QUICK['samples']} entries and "
+                             f"{QUICK['directions']} direction, a few times faster); durations in README.md")
+    parser.add_argument("--no-progress", action="store_true", help="no line per tensor on stderr")
 
 
 def run(args) -> int:
     if args.seed < 0:
         raise UsageError(f"--seed {args.seed}: give a seed ≥ 0")
     worst_overall = 0.0
+    sizes = FULL if args.full else QUICK
     for name in args.preset or preset_names():
         preset = load_preset(name)
-        results = check_model(preset.model, preset.train.margin, seed=args.seed)
+        started = time.perf_counter()
+
+        def progress(done, total, result, name=preset.name, started=started):
+            print(f"  {name}: {done}/{total} {result.name} ({result.loss}) {result.rel_error:.1e}, "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+
+        results = check_model(preset.model, preset.train.margin, seed=args.seed, **sizes,
+                              progress=None if args.no_progress else progress)
         worst = max(results, key=lambda r: r.rel_error)
         worst_overall = max(worst_overall, worst.rel_error)
         if args.verbose:
             for r in results:
                 print(f"  {r.loss:14s} {r.name:24s} {r.rel_error:.2e}")
         verdict = "ok" if worst.rel_error <= TOLERANCE else "FAILED"
-        print(f"{preset.name}: {len(results)} checks, worst relative error {worst.rel_error:.2e} "
-              f"({worst.name}, {worst.loss} loss) — {verdict}")
+        print(f"{preset.name}: {len(results)} checks ({'full' if args.full else 'quick; --full for the check of record'}), "
+              f"worst relative error {worst.rel_error:.2e} ({worst.name}, {worst.loss} loss) — {verdict} "
+              f"in {time.perf_counter() - started:.0f} s", flush=True)
     if worst_overall > TOLERANCE:
         print(f"gradcheck: errors above {TOLERANCE:g}", file=sys.stderr)
         return 1

@@ -44,6 +44,7 @@ class RunLog:
     update_ratio: np.ndarray  # (chunks, tensors) ‖w_end − w_start‖ / ‖w_start‖, NaN where undefined
     weight_norms: np.ndarray  # (chunks, tensors) ‖w_end‖
     epochs: list[dict] = field(default_factory=list)
+    residuals: list[str] = field(default_factory=list)  # the name of each residual the path sums are of
 
     @property
     def blocks(self) -> int:
@@ -76,6 +77,7 @@ def read_run(folder_or_file: str | Path) -> RunLog:
 
     return RunLog(
         folder=metrics.parent, params=list(runs[-1]["params"]), loss_name=loss_name,
+        residuals=list(runs[-1].get("residuals") or []),
         steps_per_epoch=int(runs[-1]["steps_per_epoch"]),
         step=column("step", dtype=np.int64), lr=column("lr"), loss=column("loss"), grad_norm=column("grad_norm"),
         clipped=column("clipped", dtype=bool), grad_norms=column("grad_norms"),

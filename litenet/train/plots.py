@@ -87,37 +87,49 @@ def plot_gradients(metrics_path: str | Path, out_png: str | Path) -> bool:
     layers = monitors.layer_tensors(run.params)
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     fig.subplots_adjust(left=0.07, right=0.98, top=0.95, bottom=0.08, wspace=0.2, hspace=0.3)
+    # NOTE: past ten layers a legend covers the lines it names; the colour then runs along the depth.
+    many = len(layers) > 10
+    colour = ((lambda n: plt.cm.viridis(n / max(1, len(layers) - 1))) if many else (lambda n: f"C{n % 10}"))
+    depth_note = f" — colour: first layer (purple) to last (yellow), {len(layers)} layers" if many else ""
     ax = axes[0, 0]
     for n, (i, label) in enumerate(layers):
-        ax.semilogy(run.step, smooth(run.grad_norms[:, i], window), color=f"C{n % 10}", label=label)
+        ax.semilogy(run.step, smooth(run.grad_norms[:, i], window), color=colour(n), label=label)
     ax.set(title="gradient norm per layer" + (f" (running mean over {window} steps)" if window > 1 else ""),
            xlabel="step")
-    ax.legend(fontsize=7, ncol=2)
+    if many:
+        ax.text(0.01, 0.01, depth_note.lstrip(" —"), transform=ax.transAxes, fontsize=7, va="bottom")
+    else:
+        ax.legend(fontsize=7, ncol=2)
     ax = axes[0, 1]
     if len(run.chunk_step):
         # only full-length chunks: the short one ending an epoch reads higher (fewer steps to cancel)
         full = run.chunk_len == run.chunk_len.max()
         ratio = monitors.per_step_update_ratio(run)[full]
         for n, (i, label) in enumerate(layers):
-            ax.semilogy(run.chunk_step[full], ratio[:, i], color=f"C{n % 10}", label=label)
+            ax.semilogy(run.chunk_step[full], ratio[:, i], color=colour(n), label=label)
         ax.axhline(1e-3, color="0.5", ls=":", lw=1)
     ax.set(title="update ratio ‖Δw‖ / (k ‖w‖), per chunk of k steps", xlabel="step")
     ax = axes[1, 0]
     shares = monitors.path_shares(run.path)
+    # a Mixer block holds two residuals (across patches, across channels): name each as the op list does
+    names = run.residuals if len(run.residuals) == run.blocks else [f"residual {b}" for b in range(run.blocks)]
     for b in range(run.blocks):
-        ax.plot(run.step, smooth(shares["side_norm"][:, b], window), color=f"C{b}",
-                label=f"block {b}: √S / (√S + √M)")
-        ax.plot(run.step, smooth(shares["side_proj"][:, b], window), color=f"C{b}", ls="--", lw=0.8,
-                label=f"block {b}: projection ⟨∂s, ∂x⟩ / ‖∂x‖²")
+        ax.plot(run.step, smooth(shares["side_norm"][:, b], window), color=f"C{b % 10}",
+                label=f"{names[b]}: √S / (√S + √M)")
+        ax.plot(run.step, smooth(shares["side_proj"][:, b], window), color=f"C{b % 10}", ls="--", lw=0.8,
+                label=f"{names[b]}: projection")
     ax.axhline(0.5, color="0.5", ls=":", lw=1)
     # the projection share leaves [0, 1] when the two paths partly cancel; show that, within reason
     low, high = np.nanmin(shares["side_proj"]), np.nanmax(shares["side_proj"])
     ax.set(title="share of ∂L/∂x through the identity path", xlabel="step",
            ylim=(max(-0.5, min(-0.05, low)), min(1.5, max(1.05, high))))
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, ncol=2 if run.blocks > 4 else 1)
     ax = axes[1, 1]
     clip_window = max(window, 50)
     ax.plot(run.step, 100 * monitors.clip_rate(run.clipped, clip_window), color="C3")
+    if not run.clipped.any():  # a flat line at 0 reads as an empty panel
+        ax.text(0.5, 0.5, f"the clip rule never fired in {len(run.step)} steps", transform=ax.transAxes,
+                ha="center", va="center")
     ax.set(title=f"clip rule fired: % of the last {clip_window} steps ({int(run.clipped.sum())} steps in all)",
            xlabel="step", ylim=(-2, 102))
     with atomic_path(out_png) as tmp:

@@ -89,10 +89,14 @@ def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
     train_split = Split(ds.train.images[:opts.limit], ds.train.labels[:opts.limit])
     test_split = Split(ds.test.images[:opts.test_limit], ds.test.labels[:opts.test_limit])
     out = run_folder(opts, name)
+    steps = len(train_split.images) // train.batch_size
+    if steps == 0:  # before any line that would announce epochs of 0 steps
+        raise UsageError(f"--batch-size {train.batch_size} is larger than the {len(train_split.images)} training "
+                         "images: give a smaller --batch-size or more images (--limit)")
     if writer:
         ranks = f" × {world} ranks ({train.batch_size // world} images each per step)" if world > 1 else ""
         print(f"litenet train: {name} on {len(train_split.images)} images, {backend} backend{ranks}, "
-              f"{train.epochs} epochs of {len(train_split.images) // train.batch_size} steps → {out}", flush=True)
+              f"{train.epochs} epoch{'s' * (train.epochs != 1)} of {steps} step{'s' * (steps != 1)} → {out}", flush=True)
     started = time.perf_counter()
     data = TrainData(train_split, test_split, tuple(ds.classes),
                      info={"train_images": len(train_split.images), "test_images": len(test_split.images)})
@@ -107,6 +111,8 @@ def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
         acc = "n/a" if result.test_accuracy is None else f"{100 * result.test_accuracy:.2f}%"
         print(f"litenet train: done in {time.perf_counter() - started:.0f} s; test accuracy {acc}; "
               f"weights in {out / 'weights.safetensors'}", file=sys.stderr)
+        print(f"next: litenet export --weights {out} --int8   (then litenet-infer photo.jpg uses this run; "
+              f"litenet eval --model {out} scores it now)", file=sys.stderr)
         stale = exported_from_other_weights(out)
         if stale:  # litenet-infer refuses them now (their weights_sha256 no longer matches): say so here
             print(f"litenet train: {', '.join(stale)} in {out} were exported from the earlier weights; "

@@ -29,6 +29,7 @@ from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
 from litenet.train.network import loss_and_dlogits
+from litenet.train.progress import duration, progress_bar
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
 from litenet.train.run_lock import hold_run_folder
 from litenet.weights import save_model
@@ -81,13 +82,14 @@ class Interrupt:
         self._previous = None
 
     def __enter__(self):
+        # SIGTERM (kill, a batch scheduler, a container stopping) saves a checkpoint as Ctrl-C does.
         if _in_main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for s, handler in (self._previous or {}).items():
+            signal.signal(s, handler)
 
     def _handle(self, signum, frame):
         if self.requested:
@@ -154,6 +156,10 @@ class Trainer:
                                    "and retrain with --force") from None
             self._resumed_losses = [float(v) for v in state.get(EPOCH_LOSSES, ())]
             if self.writer:
+                where = (f"all {self.train.epochs} epochs are done already" if position.epoch >= self.train.epochs
+                         else f"from epoch {position.epoch + 1} of {self.train.epochs}, step {position.step_in_epoch} "
+                              f"of {self.steps_per_epoch} (step {position.global_step} of {self.total_steps} in all)")
+                print(f"litenet train: resuming {self.out} {where}", file=sys.stderr, flush=True)
                 self.metrics.truncate_after(position)
                 self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
         elif self.writer:
@@ -182,21 +188,26 @@ class Trainer:
 
     def _run(self) -> TrainResult:
         backend, position = self._start()
-        bar = _progress_bar(self.total_steps, position.global_step, self.options.progress and self.writer)
+        bar = progress_bar(self.total_steps, position.global_step, self.steps_per_epoch,
+                           self.options.progress and self.writer)
         try:
             with Interrupt(announce=self.writer) as interrupt:
                 for epoch in range(position.epoch, self.train.epochs):
                     ended = self._run_epoch(backend, epoch, position.step_in_epoch, interrupt, bar)
                     position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
                     if isinstance(ended, TrainResult):
-                        if ended.stopped == "interrupted" and self.writer:
-                            print(f"litenet: saved a checkpoint at step {ended.position.global_step} in {self.out}; "
-                                  "continue with --resume", file=sys.stderr)
-                        return ended
+                        break
+                else:
+                    ended = None
         finally:
-            bar.close()
+            bar.close()  # before any last line, so none is drawn over the bar
             if self.writer:
                 self._plot()
+        if ended is not None:
+            if ended.stopped == "interrupted" and self.writer:
+                print(f"litenet: saved a checkpoint at step {ended.position.global_step} in {self.out}; "
+                      "continue with --resume", file=sys.stderr)
+            return ended
         accuracy = self.history[-1]["test_accuracy"] if self.history else None
         return TrainResult(position, accuracy, "finished")
 
@@ -317,7 +328,7 @@ class Trainer:
         eta = (self.train.epochs - done) * r["seconds"]
         bar.write(f"epoch {done}/{self.train.epochs}  loss {r['train_loss']:.4f}  "
                   f"train {100 * r['train_accuracy']:.2f}%  test {100 * r['test_accuracy']:.2f}%  "
-                  f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {_duration(eta)}")
+                  f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {duration(eta)}")
 
 
 def config_json(model: AnyModel, train: TrainConfig) -> str:
@@ -340,10 +351,14 @@ def same_settings(saved: str, current: str) -> bool:
 
 
 def require_same_settings(out: Path, saved: str, current: str) -> None:
-    """Refuse to resume the run in `out` when its checkpoint's settings are not this run's."""
+    """Refuse to resume the run in `out` when its checkpoint's settings are not this run's, naming each."""
     if not same_settings(saved, current):
-        raise LiteNetError(f"{out}: the checkpoint was trained with other settings; resume "
-                           "with the same preset and options, or use --force to start over")
+        old, new = (json.loads(text) for text in (saved, current))
+        changed = [f"--{k.replace('_', '-')}: recorded {old[part].get(k)}, given {new[part].get(k)}"
+                   for part in ("model", "train") for k in sorted(set(old.get(part, {})) | set(new.get(part, {})))
+                   if isinstance(old.get(part), dict) and old[part].get(k) != new[part].get(k)]
+        raise LiteNetError(f"{out}: the checkpoint was trained with other settings ({'; '.join(changed) or 'unknown'}); "
+                           "resume without those options, or use --force to start over")
 
 
 def check_run_folder(out: Path, resume: bool, force: bool, config: str | None = None) -> bool:
@@ -370,23 +385,3 @@ def _step_records(stats: dict, lrs: np.ndarray, first_step: int, epoch: int) -> 
                         "grad_norms": [float(f"{v:.5g}") for v in np.sqrt(stats["grad_sq"][i])],
                         "path": [[float(f"{v:.5g}") for v in block] for block in stats["path"][i]]})
     return records
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
-
-
-class _NoBar:
-    def update(self, n): pass
-    def set_postfix(self, **kw): pass
-    def write(self, text): print(text, flush=True)
-    def close(self): pass
-
-
-def _progress_bar(total: int, initial: int, enabled: bool):
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-    # disable=None: a bar on a terminal, plain per-epoch lines in logs and CI.
-    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=None, leave=False)

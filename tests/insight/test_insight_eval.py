@@ -39,3 +39,22 @@ def test_eval_of_a_missing_model_is_one_line(tmp_path, capsys):
     assert main(["eval", "--model", str(tmp_path / "empty")]) == 3
     err = capsys.readouterr().err
     assert "empty: no config.json; point --model at" in err and "--weights" not in err
+
+
+def test_eval_without_model_scores_the_newest_finished_run_and_says_so(tmp_path, dataset, capsys, monkeypatch):
+    from litenet.model import init_params
+    from litenet.weights import save_model
+
+    from conftest import TINY_MODEL, TINY_TRAIN
+
+    run = tmp_path / "runs" / "mine"
+    save_model(run, init_params(TINY_MODEL, 0), TINY_MODEL, TINY_TRAIN, "tiny", epochs_done=TINY_TRAIN.epochs,
+               test_accuracy=0.25)
+    save_model(tmp_path / "runs" / "half", init_params(TINY_MODEL, 0), TINY_MODEL, TINY_TRAIN, "half",
+               epochs_done=0)  # unfinished: never the default
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval"]) == 0
+    err = capsys.readouterr().err
+    assert err == (f"litenet eval: model {tmp_path.joinpath('runs', 'mine').relative_to(tmp_path)} "
+                   "(your newest finished run: tiny, 25.00 % test accuracy; --model picks another)\n")
+    assert (run / "eval.json").is_file()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -295,3 +296,15 @@ def test_cuda_backend_runs_a_mixer_and_auto_takes_onnxruntime_only_without_a_gpu
         choice = choose("auto", files, precision)
         if reason is not None:
             assert choice.cls.name == "onnxruntime" and ("cuda", reason) in choice.notes
+
+
+def test_without_a_gpu_the_cuda_backend_says_so_before_naming_a_missing_package(model_dir, monkeypatch):
+    """The runtime-only install (a Pi's) lacks safetensors and CuPy: the reason to read is the missing CuPy/GPU."""
+    from litenet.runtime import cuda_backend
+
+    monkeypatch.setitem(sys.modules, "safetensors", None)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    cls = next(v for k, v in vars(cuda_backend).items() if isinstance(v, type) and hasattr(v, "unavailable_reason")
+               and v.__module__ == cuda_backend.__name__)
+    reason = cls.unavailable_reason(ModelFiles.locate(model_dir), "fp32")
+    assert "CuPy" in reason and "safetensors" not in reason

@@ -72,3 +72,20 @@ def test_in_place(monkeypatch, run_dir, capsys):
     ship_into(monkeypatch, run_dir, run_dir)
     assert (run_dir / "metrics.json").is_file()
     assert "not to be committed: checkpoint.safetensors, curves.png, metrics.jsonl" in capsys.readouterr().out
+
+
+def test_a_shipped_mixer_becomes_the_default_with_its_measured_accuracy_on_the_card(monkeypatch, run_dir, tmp_path):
+    from litenet.runtime.model_choice import choose_model
+
+    root = tmp_path / "models"
+    ship_into(monkeypatch, run_dir, root / "litenet-base")
+    doc = json.loads((run_dir / "config.json").read_text())
+    doc["model"]["family"] = "mixer"  # as a Mixer's config.json records it; the chooser reads no more
+    doc["test_accuracy"] = 0.25  # less accurate than the MLP shipped above, and still preferred
+    (run_dir / "config.json").write_text(json.dumps(doc))
+    ship_into(monkeypatch, run_dir, root / "litenet-mixer")
+    card = (root / "litenet-mixer" / "README.md").read_text()
+    measured = ship.mf.onnx_metadata(run_dir / "model.onnx")["test_accuracy"]
+    assert f"| model.onnx | " in card and f"{100 * float(measured):.2f} %" in card
+    monkeypatch.setattr("litenet.resources.models_dir", lambda: root)
+    assert choose_model(None, "onnx", tmp_path / "no-runs").path == root / "litenet-mixer"

@@ -193,7 +193,7 @@ def test_picamera2_missing_is_one_line(capsys, monkeypatch):
 
 
 def test_without_the_video_extra_video_is_refused_in_one_line(tmp_path, mp4_clip):
-    """The runtime-only install (a Pi's pip install litenet) has no OpenCV: one line naming the extra."""
+    """The runtime-only install (a Pi's pip install litenet-nn) has no OpenCV: one line naming the extra."""
     code = ("import sys\nsys.modules['cv2'] = None\n"
             "from litenet.runtime.cli import main\n"
             f"sys.exit(main(['--video', {str(mp4_clip)!r}]))\n")
@@ -201,4 +201,4 @@ def test_without_the_video_extra_video_is_refused_in_one_line(tmp_path, mp4_clip
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == cli.EXIT_MODEL == 3 and result.stdout == ""
     assert result.stderr == ("litenet-infer: error: --video needs the video extra (OpenCV is not installed): "
-                             "pip install 'litenet[video]'\n")
+                             "pip install 'litenet-nn[video]'\n")

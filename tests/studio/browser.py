@@ -29,7 +29,7 @@ def cannot_run(reason: str):
     """Skip, or fail where the browser tests are required."""
     message = f"Chromium cannot run here: {reason}"
     if os.environ.get("LITENET_REQUIRE_BROWSER") == "1":
-        pytest.fail(message + " (LITENET_REQUIRE_BROWSER=1: apt-get install chromium; pip install 'litenet[studio-test]')")
+        pytest.fail(message + " (LITENET_REQUIRE_BROWSER=1: apt-get install chromium; pip install 'litenet-nn[studio-test]')")
     pytest.skip(message)
 
 
@@ -49,7 +49,7 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        cannot_run("the playwright package is not installed (pip install 'litenet[studio-test]')")
+        cannot_run("the playwright package is not installed (pip install 'litenet-nn[studio-test]')")
     with sync_playwright() as playwright:
         chromium = launch(playwright)
         yield chromium
