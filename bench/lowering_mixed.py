@@ -55,12 +55,13 @@ def main() -> None:
     ap.add_argument("--test-images", type=int, default=2000)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--data", help="CIFAR-10 folder (default: the usual search order)")
+    ap.add_argument("--allow-partial", action="store_true", help="a source holding only some training batches")
     ap.add_argument("--emulate", action="store_true", help="the CUDA backends on the CPU emulator")
     ap.add_argument("--out")
     args = ap.parse_args()
     from litenet.data import open_cifar10
 
-    ds = open_cifar10(data=args.data, progress=False)
+    ds = open_cifar10(data=args.data, progress=False, allow_partial=args.allow_partial)
     train_x, train_y = np.asarray(ds.train.images[:args.images]), np.asarray(ds.train.labels[:args.images])
     test_x, test_y = np.asarray(ds.test.images[:args.test_images]), np.asarray(ds.test.labels[:args.test_images])
     runs = backends(args.emulate)

@@ -162,7 +162,7 @@ def test_a_flag_of_another_family_is_refused_for_a_layer_list(tmp_path):
     preset = tmp_path / "net.toml"
     preset.write_text('[model]\nfamily = "layers"\n[[model.layers]]\nkind = "pixels"\n[[model.layers]]\nkind = "head"\n')
     r = litenet("train", "--preset", str(preset), "--width", "8", "--out", str(tmp_path / "run"))
-    assert r.returncode == 2 and r.stderr.startswith("litenet train: error: width is not a setting of the layers family")
+    assert r.returncode == 2 and r.stderr.startswith("litenet train: error: --width is not a setting of the layers family")
 
 
 def test_a_layer_list_trains_on_the_cuda_lowering_as_with_numpy():

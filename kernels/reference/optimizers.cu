@@ -28,9 +28,9 @@ __device__ float clip_scale(const float* row, int first, int T, float threshold,
 extern "C" __global__ void grad_norm_sq_reference(const float* grads, const int* offsets, int T, const int* ctr,
                                                   float* stats, int stat_width, int first) {
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < T; t += gridDim.x * blockDim.x) {
-        float sum = 0.f;
+        double sum = 0.0;  // one thread adds a whole tensor (3 M terms for litenet-base's widest): see residual.cu
         for (int i = offsets[t]; i < offsets[t + 1]; ++i) sum += grads[i] * grads[i];
-        stats[(size_t)ctr[0] * stat_width + first + t] = sum;
+        stats[(size_t)ctr[0] * stat_width + first + t] = (float)sum;
     }
 }
 

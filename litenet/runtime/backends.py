@@ -33,7 +33,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 
-from litenet.errors import LiteNetError
+from litenet.errors import EnvironmentProblem, LiteNetError
 from litenet.runtime.model_files import ModelFiles
 
 # name → "module:Class". The order is `auto`'s preference: TensorRT, LiteNet's CUDA kernels, then the CPU.
@@ -110,7 +110,8 @@ def choose(requested: str, model: ModelFiles, precision: str, probe=availability
             return Choice(cls, notes)
     if requested != "auto":
         fix = _cpu_fix(model, precision) if requested == "onnxruntime" else "use --backend auto"
-        raise LiteNetError(f"backend {requested} cannot run here: {notes[0][1]}; {fix}")
+        # this machine lacks what the backend needs (a GPU, CuPy, TensorRT): status 4, docs/errors.md
+        raise EnvironmentProblem(f"backend {requested} cannot run here: {notes[0][1]}; {fix}")
     summary = "; ".join(f"{n}: {r}" for n, r in notes)
     raise LiteNetError(f"no backend can run this model at {precision} ({summary}); {_cpu_fix(model, precision)}")
 

@@ -104,7 +104,7 @@ def checked_settings(opts: RunOptions):
     except LiteNetError as exc:
         text = str(exc)
         for name in opts.overrides:
-            text = re.sub(rf"(?<![-\w]){name}(?!\w)", "--" + name.replace("_", "-"), text)
+            text = re.sub(rf"(?<![-\w']){name}(?![\w'])", "--" + name.replace("_", "-"), text)
         if text == str(exc):
             raise
         raise type(exc)(text) from None
@@ -115,10 +115,10 @@ def require_cupy() -> None:
     import importlib.util
 
     from litenet.distribution import install_hint
-    from litenet.errors import LiteNetError
+    from litenet.errors import EnvironmentProblem
 
     if importlib.util.find_spec("cupy") is None:
-        raise LiteNetError(f"--backend cuda needs CuPy, which is not installed: {install_hint('cuda12')} "
+        raise EnvironmentProblem(f"--backend cuda needs CuPy, which is not installed: {install_hint('cuda12')} "
                            "(or cuda11, cuda13: the one matching your CUDA), or train with --backend numpy")
 
 

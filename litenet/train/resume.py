@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from litenet.errors import UsageError
-from litenet.model import configs_from_json
+from litenet.model import configs_from_json, inapplicable
 from litenet.train.checkpoint import CHECKPOINT_FILE
 
 CONFIG_FILE = "config.json"  # written beside every checkpoint (litenet/weights.py)
@@ -25,7 +25,7 @@ def flag(name: str) -> str:
 
 
 def recorded_run(out: Path) -> dict | None:
-    """{"preset", "settings" (every model and train setting), "train_images"} of the run in `out`, or None
+    """{"preset", "settings" (every model and train setting), "train" (its TrainConfig), "train_images"} of the run in `out`, or None
     when it holds no checkpoint and config.json to resume from (the trainer then says so in its words)."""
     config = Path(out) / CONFIG_FILE
     if not (Path(out) / CHECKPOINT_FILE).is_file() or not config.is_file():
@@ -33,7 +33,7 @@ def recorded_run(out: Path) -> dict | None:
     model, train, doc = configs_from_json(config.read_text(encoding="utf-8"), str(config))
     values = {f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name != "layers"}
     values.update(dataclasses.asdict(train))
-    return {"preset": doc.get("preset"), "settings": values,
+    return {"preset": doc.get("preset"), "settings": values, "train": train,
             "train_images": (doc.get("data") or {}).get("train_images")}
 
 
@@ -64,8 +64,9 @@ def apply_record(args, out: Path) -> None:
                          "options (the run's own are used), or use --force to start over")
     if args.preset is None and record["preset"]:
         args.preset = record["preset"]
-    for name, value in record["settings"].items():  # every recorded setting, whatever the preset says now
-        if hasattr(args, f"set_{name}"):
+    for name, value in record["settings"].items():  # every recorded setting, whatever the preset says now,
+        # except those the run's recipe did not read: given as flags they would be refused as ignored
+        if hasattr(args, f"set_{name}") and not inapplicable(record["train"], name):
             setattr(args, f"set_{name}", value)
     if args.limit is None and record["train_images"] is not None:
         args.limit = record["train_images"]

@@ -24,9 +24,12 @@ def run_module(module: str, *args, timeout: float = 60, **kw) -> subprocess.Comp
 
 
 def one_error_line(stderr: str, prog: str) -> str:
-    """The stderr of a refused command: exactly one line, `PROG: error: ...`, no traceback."""
+    """The stderr of a refused command: exactly one line, `PROG: error: ...`, no traceback. A command run
+    without --model first names the model it chose (litenet/runtime/model_choice.py): a note, not the error."""
     assert "Traceback" not in stderr, stderr
     lines = stderr.splitlines()
+    if len(lines) == 2 and lines[0].startswith(f"{prog}: model ") and lines[0].endswith("--model picks another)"):
+        lines = lines[1:]
     assert len(lines) == 1 and lines[0].startswith(f"{prog}: error: "), stderr
     return lines[0]
 

@@ -42,10 +42,11 @@ def test_eval_of_a_missing_model_is_one_line(tmp_path, capsys):
 
 
 def test_eval_without_model_scores_the_newest_finished_run_and_says_so(tmp_path, dataset, capsys, monkeypatch):
-    from litenet.model import init_params
+    from litenet.model import ModelConfig, TrainConfig, init_params
     from litenet.weights import save_model
 
-    from conftest import TINY_MODEL, TINY_TRAIN
+    TINY_MODEL = ModelConfig(embed="full", width=16, hidden=24, blocks=2)  # noqa: N806 (as the fixtures name it)
+    TINY_TRAIN = TrainConfig(epochs=1, batch_size=16)  # noqa: N806
 
     run = tmp_path / "runs" / "mine"
     save_model(run, init_params(TINY_MODEL, 0), TINY_MODEL, TINY_TRAIN, "tiny", epochs_done=TINY_TRAIN.epochs,

@@ -118,7 +118,6 @@ def test_bomb_and_truncated_files_in_human_mode(capsys, model_dir, png_folder, t
     (["--model", "{tmp}/text/model.onnx"], "not a loadable ONNX model"),
     (["--model", "{tmp}/text"], "not a loadable ONNX model"),
     (["--model", "{model}/model.onnx", "--precision", "int8"], "has no int8 model"),
-    (["--model", "{model}", "--backend", "tensorrt"], "backend tensorrt cannot run here"),
 ])
 def test_model_and_backend_errors_are_one_line(capsys, tmp_path, model_dir, png_folder, argv, match):
     (tmp_path / "text").mkdir()
@@ -127,6 +126,12 @@ def test_model_and_backend_errors_are_one_line(capsys, tmp_path, model_dir, png_
     code, out, err = infer(capsys, png_folder / "good_0.png", *argv)
     assert code == cli.EXIT_MODEL == 3 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("litenet-infer: error: ") and match in err
+
+
+def test_a_backend_this_machine_cannot_run_is_status_4(capsys, model_dir, png_folder):
+    code, out, err = infer(capsys, png_folder / "good_0.png", "--model", model_dir, "--backend", "tensorrt")
+    assert code == 4 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith("litenet-infer: error: backend tensorrt cannot run here")
 
 
 def test_usage_errors(capsys, model_dir, png_folder):

@@ -98,7 +98,7 @@ def test_cuda_without_cupy_is_one_line_naming_the_extra_and_leaves_no_folder(map
     out = tmp_path / "run"
     r = litenet("train", "--preset", "litenet-seed", "--epochs", "1", "--maps", str(maps), "--out", str(out),
                 "--backend", "cuda")
-    assert r.returncode == 1 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
+    assert r.returncode == 4 and r.stdout == "" and r.stderr.count("\n") == 1, r.stderr
     assert "pip install 'litenet-nn[cuda12]'" in r.stderr and "--backend numpy" in r.stderr
     assert not out.exists()
 
