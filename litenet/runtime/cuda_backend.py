@@ -103,36 +103,20 @@ class CudaInference(Backend):
         else:
             packed = pack_int8(load_int8(model))
             self.path = model.plan
-        self.classes = model.classes or packed.classes or tuple(f"class {i}" for i in range(packed.shape.classes))
-        if len(self.classes) != packed.shape.classes:
-            raise LiteNetError(f"{self.path} has {packed.shape.classes} classes but the model's config names "
-                               f"{len(self.classes)}; the model files come from different models")
-        if device is None:
-            from litenet.gpu.device import CupyDevice
-            device = CupyDevice()
-        self.dev, self.precision, self.mode, self.graphs = device, precision, mode, graphs
+        self._set_classes(model.classes or packed.classes, packed.shape.classes)
+        self._start(device, precision, mode, graphs, chunk)
         self.fused_max_batch = FUSED_MAX_BATCH[precision] if fused_max_batch is None else fused_max_batch
-        self.chunk = max(1, chunk)
-        self.fused_grid = fused_grid or device.sm_count
-        self.net = DeviceNet(device, packed)
-        self._runs: OrderedDict[int, BatchRun] = OrderedDict()
+        self.fused_grid = fused_grid or self.dev.sm_count
+        self.net = DeviceNet(self.dev, packed)
 
     def _init_mixer(self, model: ModelFiles, precision: str, device, mode: str, graphs: bool, chunk: int) -> None:
         if mode not in ("auto", MIXER_MODE):
             raise ValueError(f"a Mixer runs in mode auto or {MIXER_MODE}, not {mode!r}")
         packed = load_mixer_fp32(model) if precision == "fp32" else load_mixer_int8(model)
         self.path = model.weights if precision == "fp32" else model.plan
-        self.classes = model.classes or packed.classes
-        if len(self.classes) != packed.model.classes:
-            raise LiteNetError(f"{self.path} has {packed.model.classes} classes but the model's config names "
-                               f"{len(self.classes)}; the model files come from different models")
-        if device is None:
-            from litenet.gpu.device import CupyDevice
-            device = CupyDevice()
-        self.dev, self.precision, self.mode, self.graphs = device, precision, MIXER_MODE, graphs
-        self.chunk = max(1, chunk)
-        self.net = MixerDeviceNet(device, packed)
-        self._runs = OrderedDict()
+        self._set_classes(model.classes or packed.classes, packed.model.classes)
+        self._start(device, precision, MIXER_MODE, graphs, chunk)
+        self.net = MixerDeviceNet(self.dev, packed)
 
     def _init_layers(self, model: ModelFiles, precision: str, device, mode: str, graphs: bool, chunk: int) -> None:
         from litenet.weights import load_model
@@ -147,17 +131,25 @@ class CudaInference(Backend):
                                "config.json beside each other")
         self.params, self.model, _train, _doc = load_model(model.weights.parent)
         self.path = model.weights
-        classes = self.model.classes
-        self.classes = model.classes or tuple(f"class {i}" for i in range(classes))
-        if len(self.classes) != classes:
-            raise LiteNetError(f"{self.path} has {classes} classes but the model's config names "
+        self._set_classes(model.classes, self.model.classes)
+        self._start(device, precision, LOWERED_MODE, graphs, chunk)
+
+    def _set_classes(self, names, count: int) -> None:
+        """The class names (numbered when the files name none), refused when their count is not the model's."""
+        self.classes = names or tuple(f"class {i}" for i in range(count))
+        if len(self.classes) != count:
+            raise LiteNetError(f"{self.path} has {count} classes but the model's config names "
                                f"{len(self.classes)}; the model files come from different models")
+
+    def _start(self, device, precision: str, mode: str, graphs: bool, chunk: int) -> None:
+        """What every family's backend keeps: the GPU (CuPy's current one unless given), its settings, and
+        the per-batch-size runs it builds on first use."""
         if device is None:
             from litenet.gpu.device import CupyDevice
             device = CupyDevice()
-        self.dev, self.precision, self.mode, self.graphs = device, precision, LOWERED_MODE, graphs
+        self.dev, self.precision, self.mode, self.graphs = device, precision, mode, graphs
         self.chunk = max(1, chunk)
-        self._runs = OrderedDict()
+        self._runs: OrderedDict[int, object] = OrderedDict()
 
     def mode_for(self, batch: int) -> str:
         if self.family in ("mixer", "layers") or self.mode != "auto":
