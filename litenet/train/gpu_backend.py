@@ -102,6 +102,9 @@ class GpuBackend:
         self._steps = self._graphs = None
         self._dataset, self._host_set = None, None
         self._pos, self._done, self._pending, self.updates = 0, 0, [], 0
+        # Draw kinds whose whole ring holds "off" (filled once): a call that leaves them out uploads nothing,
+        # since every upload from host memory waits for the stream, and small steps feel each wait.
+        self._off_rings: set[str] = set()
 
     def _timeline(self, check_kernels: int) -> Program:
         """What the arena's liveness follows: the step's calls — and, where --check-kernels will hold each
@@ -171,16 +174,23 @@ class GpuBackend:
             raise LiteNetError(f"expected {n} learning rates, got shape {lrs.shape}")
         if n and (batches.min() < 0 or batches.max() >= len(self._host_set[0])):
             raise LiteNetError("batch indices outside the training set")
-        # A kind left out is off: no flip, the centred crop (offset = padding), a cutout centre off the image.
-        off = {"flips": 0, "crops": self.train.crop_padding, "cutouts": CUTOUT_OFF}
-        draws = {"flips": (flips, (), np.uint8), "crops": (crops, (2,), np.int8), "cutouts": (cutouts, (2,), np.int8)}
-        rows = {k: np.full((*batches.shape, *tail), off[k], dt) if a is None else np.asarray(a).astype(dt)
-                for k, (a, tail, dt) in draws.items()}
-        for k, a in rows.items():
-            if a.shape[:2] != batches.shape:
-                raise LiteNetError(f"{k} must have the shape of batches {batches.shape} first; got {a.shape}")
+        # A kind left out is off: no flip, the centred crop (offset = padding), a cutout centre off the image,
+        # no CutMix box.
+        off = {"flips": 0, "crops": self.train.crop_padding, "cutouts": CUTOUT_OFF, "mixes": -1}
+        draws = {"flips": (flips, np.uint8), "crops": (crops, np.int8), "cutouts": (cutouts, np.int8)}
         if "cutmix" in self.train.augmentations:
-            rows["mixes"] = np.full((*batches.shape, 5), -1, np.int32) if mixes is None else augment.check_mixes(mixes, n, B)
+            draws["mixes"] = (None if mixes is None else augment.check_mixes(mixes, n, B), np.int32)
+        rows = {}
+        for k, (a, dt) in draws.items():
+            if a is None:
+                if k not in self._off_rings:
+                    self.dev.upload(self.v[k], np.full(self.v[k].shape, off[k], dt))
+                    self._off_rings.add(k)
+                continue
+            rows[k] = np.asarray(a).astype(dt)
+            self._off_rings.discard(k)
+            if rows[k].shape[:2] != batches.shape:
+                raise LiteNetError(f"{k} must have the shape of batches {batches.shape} first; got {rows[k].shape}")
         rows = {k: a[:, self.columns] for k, a in rows.items()}
         batches = batches[:, self.columns]
         done = 0
@@ -193,7 +203,8 @@ class GpuBackend:
             for k, a in rows.items():
                 self.dev.upload(self.v[k][at], a[part])
             self.dev.upload(self.v["lrs"][at], lrs[part])
-            self.dev.upload(self.v["steps"][at], np.arange(self.updates + 1, self.updates + count + 1, dtype=np.int32))
+            if self.train.optimizer == "adamw":  # the update count only AdamW's bias correction reads
+                self.dev.upload(self.v["steps"][at], np.arange(self.updates + 1, self.updates + count + 1, dtype=np.int32))
             self._run(count)
             self._pos += count
             self.updates += count
