@@ -33,7 +33,7 @@ from litenet.runtime.cuda_plan import MODES, BatchRun, DeviceNet, plan_batch
 from litenet.runtime.model_files import ModelFiles
 
 # The one-launch kernel up to this batch, tiles above it: the crossover measured on the H200
-# (bench/results/infer-gpu-2026-12-02.md, batch scan): fp32 fused still wins at 64 and loses at 128
+# (infer-gpu-2026-12-02.md in bench/results/raw/gpu-inference.tar.xz, batch scan): fp32 fused still wins at 64 and loses at 128
 # on both presets; int8 fused wins at 16 and loses at 32 (its tiles are cheaper, its rows dearer).
 FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs

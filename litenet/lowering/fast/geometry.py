@@ -31,8 +31,8 @@ def choose_splits(tiles: int, K: int, sm_count: int, share: float = 1.0) -> int:
     """Split the reduction until the launch has about two blocks per multiprocessor (its `share`
     of them), keeping at least 64 values of K per split so each block still has work, and at most
     SPLITS_MAX splits: the last block of a tile sums every split's partial tile alone, so many
-    splits turn into one long serial read (before 2026-12-02's rewrite, 33 splits read one at a
-    time were the likely largest cost of the seed's ∂W products at batch 4096)."""
+    splits turn into one long serial read (33 splits read one at a time were the likely largest cost
+    of the seed's ∂W products at batch 4096; docs/decisions.md)."""
     want = math.ceil(2 * sm_count * share / max(tiles, 1))
     return max(1, min(want, max_splits(K)))
 
@@ -52,7 +52,7 @@ TALL = 128  # rows of a "tall" tile (kernels' _tall versions: 8 rows per thread)
 
 def choose_tall(M: int, N: int, K: int, weight_grad: bool) -> bool:
     """Tall tiles (128 × 64, 8 rows per thread) for a layer's weight gradient over a large batch
-    only: measured on the H200 (bench/results/gpu-2026-12-02.md, per launch from graphs) they
+    only: measured on the H200 (gpu-2026-12-02.md in bench/results/raw/gpu-training.tar.xz, per launch from graphs) they
     took 44 µs against 56.5 for litenet-base's 256×512 and 512×256 ∂W at batch 4096, and were
     slower everywhere else — forward and ∂input products (245 vs 217 µs for the 4096×256×3072
     embedding), the embedding's ∂We (248 vs 206 µs), every seed-sized ∂W (28 vs 20 µs)."""
@@ -67,7 +67,7 @@ WIDE_ROWS = {"fp32": 256, "bf16": 128}
 # (gemm_wide.cuh): on an H200 litenet-base's shape at width 1024 / batch 256 (products of 2^29 to 2^29.6)
 # then took 0.815–0.819 ms a fp32 step against 0.845–0.847 from 2^30, BF16 0.475–0.479 against
 # 0.519–0.521, and width 256 / batch 1024's BF16 step 0.323 against 0.343; the other rows level
-# (bench/results/gpu-mixer-2026-12-04.md, thirteenth session).
+# (gpu-mixer-2026-12-04.md in bench/results/raw/gpu-steps.tar.xz).
 WIDE_MIN_WORK = 1 << 29
 # Blocks a multiprocessor holds (gemm_wide.cuh LN_WIDE_BLOCKS_*), as choose_splits counts them. On
 # Hopper the BF16 tile (WideWgmma) holds 2, but the splits stay chosen for 1: at litenet-base's sizes
@@ -254,7 +254,7 @@ def choose_embed(model: ModelConfig, batch: int, rows: int) -> str:
     """"rows" (embed_forward_rows: s in shared memory, We streamed per block, no split-K) for small
     batches and a small We; "tiles" (embed_inputs, then tile products over S) otherwise. Every
     block of the rows version reads all of We, which is cheap for the seed's 256 KiB and ruinous
-    for litenet-base's 3 MiB. H200 (bench/results/gpu-2026-12-02.md): seed at batch 64 7.8 µs;
+    for litenet-base's 3 MiB. H200 (gpu-2026-12-02.md in bench/results/raw/gpu-training.tar.xz): seed at batch 64 7.8 µs;
     at 512 rows 18.2 µs against tiles 7.1 + 12.0 µs; at 4096 tiles 16.8 + 29.8 µs."""
     weight = 4 * model.embed_inputs * model.width
     return "rows" if weight <= EMBED_ROWS_WEIGHT_BYTES and batch <= EMBED_ROWS_MAX_BATCH and rows > 0 else "tiles"
@@ -315,7 +315,7 @@ def choose_plan(geometry: Geometry) -> str:
     weights are small: every block of fused_rows streams all of W1 and W2 (twice) through its one
     multiprocessor, which is cheap for the seed (128 KiB) and ruinous for 2 MiB. "ops" (one tiled
     kernel per operation) otherwise: tiles spread the work over all multiprocessors. Measured on
-    the H200 (bench/results/gpu-2026-12-02.md, run 5): seed at batch 64 fused 0.062 ms vs ops
+    the H200 (gpu-2026-12-02.md in bench/results/raw/gpu-training.tar.xz, run 5): seed at batch 64 fused 0.062 ms vs ops
     0.082; at 512 ops 0.117 vs fused 0.175; litenet-base's shape at 64 ops 0.176 vs fused 0.403.
     The batch cut sits between the measured 64 and 512."""
     m = geometry.model
