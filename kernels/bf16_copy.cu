@@ -9,7 +9,7 @@
 // bytes, not the tensor cores, set their pace (docs/decisions.md, "BF16 copies").
 // Rounding once into a BF16 copy halves those bytes for the cost of one pass over the buffer; a
 // product that staged fp32 operands would round the same values to the same BF16, so the copy
-// changes nothing in what it computes. litenet/train/cuda/plans.py says which buffers get copies and when; where the
+// changes nothing in what it computes. litenet/lowering/fast/mlp_shape.py says which buffers get copies and when; where the
 // kernel producing a buffer can write its copy as it goes (bf16_copy.cuh), it does, and this launch
 // is left for the rest.
 // Launch: 256 threads, any grid (grid-stride); four values a thread at a time where x and y allow.

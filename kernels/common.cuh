@@ -148,7 +148,7 @@ __device__ __forceinline__ float clip_rule(const float* grad_sq, int T, float th
     return norm;
 }
 
-// The statistics row of a step (litenet/train/cuda/layout.py keeps the same numbers).
+// The statistics row of a step (litenet/lowering/stats.py keeps the same numbers; tests/cuda/test_kernel_args.py holds them equal).
 #define LN_STAT_LOSS 0
 #define LN_STAT_NORM 1
 #define LN_STAT_CLIPPED 2

@@ -18,7 +18,7 @@
 // At large widths both take `_wide` (fp32, 256 × 128 tiles) and `_wide_bf16` (128 × 128) versions
 // (gemm_wide.cuh).
 //
-// Two versions of the forward, chosen in litenet/train/cuda/geometry.py (embed_variant):
+// Two versions of the forward, chosen in litenet/lowering/fast/geometry.py (choose_embed):
 //   "tiles" embed_inputs then embed_forward — output tiles over S (gemm.cuh); large batches.
 //   "rows"  embed_forward_rows alone — per block `rows` images: their s rows go to shared memory
 //           (and to S, for ∂We), then each thread accumulates 4 columns of those rows over a k

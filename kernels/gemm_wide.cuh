@@ -216,7 +216,7 @@ __device__ __forceinline__ int wide_word(int kw, int i) {
 
 __device__ __forceinline__ float word_bits(unsigned int w) { return __int_as_float((int)w); }
 
-// A BF16 operand in memory (its bits as unsigned short; litenet/train/cuda/plans.py makes these copies
+// A BF16 operand in memory (its bits as unsigned short; litenet/lowering/fast/mlp_shape.py makes these copies
 // with bf16_copy.cu): gemm.cuh's Mat, read 4 or 8 values along the contiguous index at a time.
 template <bool SECOND_CONTIGUOUS>
 struct Mat16 {

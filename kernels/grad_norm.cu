@@ -10,7 +10,7 @@
 // No host synchronisation: the decision is a value in device memory that every block reads.
 // Launch: 256 threads; grad_norm_sq grid = ⌈n / 4096⌉ (one chunk per block, which may straddle
 // tensors); grad_norm_clip any grid (grid-stride). sgd.cu's sgd_clip_update fuses the second
-// launch into the update (the choice between the two is made in litenet/train/cuda/plans.py).
+// launch into the update (the choice between the two is made in litenet/lowering/fast/step.py).
 #include "common.cuh"
 
 #define LN_NORM_CHUNK 4096

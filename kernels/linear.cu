@@ -9,11 +9,11 @@
 //                            — one product xᵀ·∂y; the blocks of the first tile row also sum ∂y's
 //                            columns from the loads they already make (gemm.cuh colsums) for ∂b.
 //
-// Two versions of each, chosen per product in litenet/train/cuda/geometry.py (Gemm.tall): tiles of
+// Two versions of each, chosen per product in litenet/lowering/fast/geometry.py (Gemm.tall): tiles of
 // 64 rows × 64 columns (the plain names), or 128 × 64 (the `_tall` names: 8 rows per thread, fewer
 // shared-memory reads and L2 bytes per multiply-add; for products with many rows).
 //
-// The Mixer's channel products (litenet/train/cuda/mixer_plans.py) add, on 64-row tiles:
+// The Mixer's channel products (litenet/lowering/fast/products.py) add, on 64-row tiles:
 //   linear_residual_forward:      y = r + x W + b (a residual branch joining the stream; y may not alias x)
 //   linear_backward_input_gelu:   ∂u = (∂a Wᵀ) · GELU'(u): the product's gradient through the GELU
 //                                 that produced its input a = GELU(u) (u kept from the forward)

@@ -1,6 +1,6 @@
 """A kernel launch as data, and the check of its arguments against the kernel's declared parameters.
 
-The trainer (litenet/train/cuda/plans.py) and the inference runtime (litenet/runtime/cuda_plan.py)
+The lowering (litenet/lowering/arena.py) and the inference runtimes (litenet/runtime/cuda_plan.py, cuda_mixer.py)
 both describe their work as lists of Launch, which the device runs or captures into a CUDA graph.
 Every kernel runs with THREADS threads per block.
 """

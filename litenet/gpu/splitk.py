@@ -1,5 +1,5 @@
-"""How the tile products are cut and what their split-K needs (kernels/splitk.cuh), for the Mixer's
-trainer (litenet/train/cuda/mixer_plans.py) and its inference runtime (litenet/runtime/cuda_mixer.py)
+"""How the tile products are cut and what their split-K needs (kernels/splitk.cuh), for the
+lowering's products (litenet/lowering/fast/) and the Mixer's inference runtime (litenet/runtime/cuda_mixer.py)
 alike: the same formula, each with its own target of blocks per multiprocessor.
 """
 

@@ -6,7 +6,7 @@ A twin recomputes, in float64, what its kernel writes from what the kernel reads
 litenet.ops (and litenet.train.optim / augment for the training-only steps) — and says where in each
 written buffer the values land and how many rounded terms stand behind each (its tolerance,
 litenet.train.check_kernels). In training, --check-kernels holds these kernels to the reference tier instead
-(litenet/lowering/check.py).
+(litenet/train/check_kernels.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""EmuDevice: the CudaBackend's device interface (litenet/train/cuda/device.py) on the CPU.
+"""EmuDevice: the GPU backends' device interface (litenet/gpu/device.py's CupyDevice) on the CPU.
 
 NumPy arrays stand in for device memory and the emulated kernels run on them; a "captured
 graph" is the recorded launch list, replayed in order, which is what a CUDA graph does for a
