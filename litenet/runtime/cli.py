@@ -3,8 +3,8 @@ video file, stream or camera, with the best backend this machine has (docs/runti
 
 Exit status: 0 every image (frame) classified; 1 at least one input could not be read (the others
 were still classified; for a video: the source cannot be opened, a frame did not decode, the stream
-dropped); 2 bad command line; 3 nothing classified because the model or the backend is unusable, or
-the video extra is missing; 4 the machine refused (permission denied, a full disk); 130 interrupted
+dropped); 2 bad command line; 3 nothing classified because the model files are unusable; 4 the machine refused (permission
+denied, a full disk, a backend asked for by name that cannot run here, the video extra missing); 130 interrupted
 (a video run still prints its summary). docs/errors.md lists them for every command.
 """
 

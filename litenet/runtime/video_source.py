@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from litenet.distribution import install_hint
-from litenet.errors import LiteNetError
+from litenet.errors import EnvironmentProblem, LiteNetError
 
 VIDEO_EXTRA = install_hint("video")
 # Consecutive undecodable frames after which a file is taken to end there (1 s of 60 fps video).
@@ -39,7 +39,7 @@ def import_cv2():
     try:
         import cv2
     except ImportError:
-        raise LiteNetError(f"--video needs the video extra (OpenCV is not installed): {VIDEO_EXTRA}") from None
+        raise EnvironmentProblem(f"--video needs the video extra (OpenCV is not installed): {VIDEO_EXTRA}") from None
     return cv2
 
 
