@@ -92,6 +92,26 @@ def test_statistics_ring_wraps_and_steps_continue(emu):
     assert gpu.fetch_stats()["loss"].shape == (0,)
 
 
+def test_draws_left_out_after_given_ones_are_off_again(emu):
+    """A call that leaves a draw kind out means "off" for its steps, also after a call that gave that kind
+    (the backend fills a left-out kind's ring once, and again after it was given)."""
+    from litenet.train.numpy_backend import NumpyBackend
+
+    images, labels = data(48, MIXER.classes)
+    params = init_params(MIXER, ADAMW.seed)
+    gpu = GpuBackend(MIXER, ADAMW, params, device=emu(), capacity=2)  # each call reuses the same ring slots
+    ref = NumpyBackend(MIXER, ADAMW, params, dtype=np.float64)
+    for b in (gpu, ref):
+        b.load_dataset(images, labels)
+    batches, lrs, draws = steps(ADAMW, 48, 6)
+    assert {"flips", "crops", "cutouts"} <= set(draws)
+    for part, given in ((slice(0, 2), False), (slice(2, 4), True), (slice(4, 6), False)):
+        kinds = {k: a[part] for k, a in draws.items()} if given else {}
+        for b in (gpu, ref):
+            b.train_steps(batches[part], lrs[part], **kinds)
+    assert_losses_match(gpu.fetch_stats(), ref.fetch_stats(), rtol=1e-4)
+
+
 @pytest.mark.parametrize("kernel, model, tensor", [("residual_join", SEED_LIKE, "∂embed"),
                                                    ("layernorm_backward_join", MIXER, "∂embed"),
                                                    ("fused_rows", SEED_LIKE, "fused.DS")])
