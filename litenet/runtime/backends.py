@@ -33,6 +33,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 
+from litenet.distribution import install_hint
 from litenet.errors import EnvironmentProblem, LiteNetError
 from litenet.runtime.model_files import ModelFiles
 
@@ -110,6 +111,8 @@ def choose(requested: str, model: ModelFiles, precision: str, probe=availability
             return Choice(cls, notes)
     if requested != "auto":
         fix = _cpu_fix(model, precision) if requested == "onnxruntime" else "use --backend auto"
+        if requested == "cuda" and "CuPy" in (notes[0][1] or ""):
+            fix = f"{install_hint('cuda12')} (or cuda11, cuda13: the one matching your CUDA), or {fix}"
         # this machine lacks what the backend needs (a GPU, CuPy, TensorRT): status 4, docs/errors.md
         raise EnvironmentProblem(f"backend {requested} cannot run here: {notes[0][1]}; {fix}")
     summary = "; ".join(f"{n}: {r}" for n, r in notes)
