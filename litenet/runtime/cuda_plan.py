@@ -21,7 +21,7 @@ from litenet.runtime.cuda_net import PackedNet, layers, pad64, phases
 
 i32, f32 = np.int32, np.float32
 ROWS = 8                  # IR_ROWS in infer_words.cuh: images per rowdot pass
-TILE = 64                 # IT_TILE
+TILE = 64                 # IT_TILE in infer_words.cuh (tests/cuda/test_kernel_args.py holds them equal)
 STATIC_SMEM = 2 * 1024    # the rows kernels' own shared arrays (LUTs, partial sums), rounded up
 MODES = ("fused", "phases", "tiles")
 

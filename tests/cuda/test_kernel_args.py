@@ -67,3 +67,13 @@ extern "C" __global__ void __launch_bounds__(256, 4) bounded(float* y,
     assert [p.name for p in got["plain"]] == ["x", "n"] and got["plain"][1] == Param("n", "int")
     assert got["plain"][0].const and not got["bounded"][0].const
     assert [(p.name, p.kind) for p in got["bounded"]] == [("y", "pointer"), ("s", "float")]
+
+
+def test_the_inference_runtimes_constants_match_the_kernels():
+    """The runtime's planners size grids and layouts with the kernels' own numbers."""
+    from litenet.runtime import cuda_mixer, cuda_net, cuda_plan
+
+    value = defines("infer_words.cuh", "infer_core.cuh", "token_linear_int8.cu")
+    assert (cuda_plan.ROWS, cuda_plan.TILE) == (value["IR_ROWS"], value["IT_TILE"])
+    assert cuda_net.LAYOUT_WIDTH == value["IL_WIDTH"]
+    assert cuda_mixer.TOKEN_OUTS == value["TL_OUTS"]
