@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from litenet.errors import naming
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike):
@@ -18,10 +20,11 @@ def atomic_path(path: str | os.PathLike):
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        yield Path(tmp)
+        with naming(path):
+            yield Path(tmp)
         # mkstemp makes 0600 (and a writer may recreate the file): give it the usual permissions
         os.chmod(tmp, 0o666 & ~_umask())
-        with open(tmp, "rb+") as f:
+        with naming(path), open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)

@@ -7,9 +7,11 @@ user mistake too.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
+from collections.abc import Iterator
 
 EXIT_OK = 0
 EXIT_SOME_FAILED = 1  # litenet-infer, litenet explain: some inputs failed, the others were answered
@@ -41,6 +43,18 @@ class EnvironmentProblem(LiteNetError):
 def debugging() -> bool:
     """LITENET_DEBUG=1: let user mistakes show their traceback too."""
     return os.environ.get("LITENET_DEBUG", "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def naming(path) -> Iterator[None]:
+    """Give an OSError raised inside the block that names no file (a full disk met by write() or fsync())
+    the file being written, so its one-line message says where; "standard output" is reserved for stdout."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def describe_os_error(exc: OSError) -> str:

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from litenet.data import maps
 from litenet.data.readers import CLASS_NAMES, IMAGE_SHAPE, LAYOUTS, RECORDS_PER_BATCH, parse_batch, parse_meta
 from litenet.data.source import Source, open_source
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, naming
 
 
 def plan(src: Source, allow_partial: bool = False) -> tuple[list[str], str]:
@@ -119,7 +119,8 @@ def convert(source: Path, maps_dir: Path, *, allow_partial: bool = False,
         tmp = Path(tempfile.mkdtemp(dir=maps_dir.parent, prefix=f".{maps_dir.name}.tmp-"))
         tmp.chmod(0o755)  # mkdtemp makes it private; the maps are meant to be shared read-only
         try:
-            fields = write_maps(src, tmp, train, test, records_per_batch, progress)
+            with naming(maps_dir):  # the maps are written in a hidden sibling, renamed when complete
+                fields = write_maps(src, tmp, train, test, records_per_batch, progress)
             manifest = {"format": maps.FORMAT, "version": maps.VERSION, "dtype": "uint8", "layout": "NHWC",
                         **fields, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                         "convert_seconds": round(time.perf_counter() - start, 3)}

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from litenet.atomic import atomic_path, atomic_write_text
-from litenet.errors import LiteNetError
+from litenet.errors import LiteNetError, naming
 
 CHECKPOINT_FILE = "checkpoint.safetensors"
 METRICS_FILE = "metrics.jsonl"
@@ -98,7 +98,7 @@ class MetricsLog:
         atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
     def write(self, records: list[dict]) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
+        with naming(self.path), open(self.path, "a", encoding="utf-8") as f:
             f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
 
     def read(self) -> list[dict]:

@@ -86,7 +86,9 @@ class NumpyBackend:
                                    cutout_size=self.train.cutout_size, **step_draws)
             labels = self._labels[indices].astype(np.int64)
             mix = None if mixes is None else augment.mixed_targets(labels, step_draws["mixes"])
-            self.step(images, labels, float(lr), mix)
+            # a diverging run overflows on its way to NaN: the trainer reports that in one line, not NumPy
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                self.step(images, labels, float(lr), mix)
 
     def step(self, images: np.ndarray, labels: np.ndarray, lr: float, mix=None, observer=None) -> dict:
         """One step on an explicit batch: forward, backward, clip rule, optimiser update (mix: CutMix's

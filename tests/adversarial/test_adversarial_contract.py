@@ -125,7 +125,8 @@ def test_a_full_disk_during_training_is_one_line_and_leaves_no_half_file(tmp_pat
         r = run_module("litenet", "train", "--preset", "litenet-seed", "--backend", "numpy", "--maps", maps,
                        "--out", disk / "run", "--epochs", "1", "--no-progress", timeout=120)
         assert r.returncode == 4, r.stderr
-        assert "no space left" in one_error_line(r.stderr.splitlines()[-1] + "\n", "litenet train")
+        line = one_error_line(r.stderr.splitlines()[-1] + "\n", "litenet train")
+        assert "no space left" in line and str(disk / "run") in line and "standard output" not in line, line
         assert not [p.name for p in (disk / "run").iterdir() if p.name.endswith(".tmp")]
 
 
@@ -140,7 +141,7 @@ def test_a_full_disk_during_conversion_leaves_no_maps_and_no_half_folder(tmp_pat
     with small_disk(tmp_path / "disk", 16 * 1024) as disk:
         with pytest.raises(OSError) as caught:  # the CLI prints it as one line, exit 4 (above)
             convert(source, disk / "maps", records_per_batch=64, progress=False)
-        assert caught.value.errno == errno.ENOSPC
+        assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(disk / "maps")
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
 
@@ -165,3 +166,11 @@ def test_a_read_only_out_is_one_line_exit_4(argv, tmp_path, maps, capsys):
         assert litenet_main([a.format(ro=ro, maps=maps) for a in argv]) == 4
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith(f"litenet {argv[0]}")]
     assert len(err) == 1 and "read-only" in err[0].lower()
+
+
+def test_a_diverging_run_exits_5_with_its_own_words_not_numpys_warnings(tmp_path, maps):
+    r = run_module("litenet", "train", "--preset", "litenet-seed", "--backend", "numpy", "--maps", maps,
+                   "--lr-base", "1e30", "--clip-threshold", "1e38", "--warmup-steps", "1", "--epochs", "1",
+                   "--no-progress", "--out", tmp_path / "run", timeout=120)
+    assert r.returncode == 5, r.stderr
+    assert "Warning" not in r.stderr and "the loss became nan" in r.stderr, r.stderr
