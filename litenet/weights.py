@@ -14,6 +14,7 @@ import numpy as np
 from litenet.atomic import atomic_path, atomic_write_text
 from litenet.errors import LiteNetError
 from litenet.model import ModelConfig, TrainConfig, configs_from_json, param_count, param_layout
+from litenet.paths import check_reachable, make_folder
 
 WEIGHTS_FILE = "weights.safetensors"
 CONFIG_FILE = "config.json"
@@ -69,8 +70,7 @@ def save_model(folder: str | Path, params: np.ndarray, model: ModelConfig, train
     """Write weights.safetensors and config.json into `folder` (each file atomically)."""
     from litenet.model import configs_to_json
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_folder(folder)
     save_weights(folder / WEIGHTS_FILE, params, model, preset=preset)
     atomic_write_text(folder / CONFIG_FILE, configs_to_json(model, train, preset, **info))
 
@@ -80,6 +80,7 @@ def load_model(folder: str | Path) -> tuple[np.ndarray, ModelConfig, TrainConfig
     folder = Path(folder)
     config_path = folder / CONFIG_FILE
     if not config_path.is_file():
+        check_reachable(folder)  # a symlink loop or a folder it cannot enter says so, not "no config.json"
         raise LiteNetError(f"{folder}: no {CONFIG_FILE}; point --weights/--model at a folder written by litenet train")
     model, train, doc = configs_from_json(config_path.read_text(encoding="utf-8"), str(config_path))
     return load_weights(folder / WEIGHTS_FILE, model), model, train, doc

@@ -17,6 +17,7 @@ from litenet.data import maps
 from litenet.data.readers import CLASS_NAMES, IMAGE_SHAPE, LAYOUTS, RECORDS_PER_BATCH, parse_batch, parse_meta
 from litenet.data.source import Source, open_source
 from litenet.errors import LiteNetError, naming
+from litenet.paths import check_reachable, make_folder
 
 
 def plan(src: Source, allow_partial: bool = False) -> tuple[list[str], str]:
@@ -113,7 +114,8 @@ def convert(source: Path, maps_dir: Path, *, allow_partial: bool = False,
     start = time.perf_counter()
     with open_source(source) as src:
         train, test = plan(src, allow_partial)
-        maps_dir.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(maps_dir.parent)
+        check_reachable(maps_dir)
         # A hidden sibling on the same file system, so the final rename is atomic; without its
         # manifest it never looks like a maps folder even if this process is killed mid-write.
         tmp = Path(tempfile.mkdtemp(dir=maps_dir.parent, prefix=f".{maps_dir.name}.tmp-"))

@@ -22,6 +22,7 @@ from litenet.limits import MAX_CALIB_BYTES, MAX_CALIB_IMAGES
 from litenet.runtime import int8_plan as plan_runtime
 from litenet.runtime.model_files import file_sha256
 from litenet.weights import WEIGHTS_FILE, load_model
+from litenet.paths import make_folder
 
 PLAN_FILE = plan_runtime.PLAN_FILE
 ONNX_FORMAT = "litenet-onnx/1"
@@ -105,7 +106,7 @@ def check_calibration_memory(params, model, images: int, flag: str) -> None:
 def check_writable(folder: Path) -> None:
     """Fail early, before minutes of work, when nothing can be written into `folder`."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_folder(folder)
         fd, probe = tempfile.mkstemp(prefix=".litenet-export-probe.", dir=folder)
         os.close(fd)
         os.unlink(probe)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from litenet.data import CLASS_NAMES
+from litenet.paths import check_reachable, make_folder
 from litenet.resources import models_dir
 
 RUNS_DIR = Path("runs")  # untracked in a checkout (.gitignore), as litenet train's default
@@ -41,6 +42,7 @@ def load_trained(folder: str | None, command: str | None = None):
     choice = choose_model(folder, needs="weights")
     path = choice.path
     if not (path / CONFIG_FILE).is_file():  # load_model's own message names export's --weights too
+        check_reachable(path)  # a symlink loop or an unreadable folder is not "no such folder"
         what = "no such folder" if not path.exists() else f"no {CONFIG_FILE}"
         raise LiteNetError(f"{path}: {what}; point --model at a folder written by litenet train "
                            "(default: your newest finished run under runs/, else the best shipped model)")
@@ -94,7 +96,7 @@ def save_experiment(result: dict, out: str | Path, stem: str, plot) -> None:
     from litenet.atomic import atomic_write_text
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     drawn = plot(result, out / f"{stem}.png")
     atomic_write_text(out / f"{stem}.json", json_text(result))
     written = [out / f"{stem}.png"] * bool(drawn) + [out / f"{stem}.json"]

@@ -10,6 +10,7 @@ from litenet.atomic import atomic_write_text
 from litenet.errors import UsageError
 from litenet.insight import common
 from litenet.insight.confusion import confusion_matrix, per_class_accuracy, predict, render_confusion, report_text
+from litenet.paths import make_folder
 
 
 def add_arguments(parser) -> None:
@@ -41,7 +42,7 @@ def run(args) -> int:
     m = np.array(result["confusion"])
     print(report_text(m, classes))
     out = common.output_folder(args.out, folder, "eval")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     drawn = render_confusion(out / "confusion.png", m, classes,
                              f"{folder.name}: {100 * result['accuracy']:.2f}% on {result['images']} test images")
     atomic_write_text(out / "eval.json", common.json_text(result))

@@ -11,6 +11,7 @@ from litenet.errors import LiteNetError, UsageError, one_line
 from litenet.insight import common
 from litenet.insight.saliency import class_scores, load_image, render_explanation, render_grid, saliency
 from litenet.runtime.records import shown_path
+from litenet.paths import make_folder
 
 
 def add_arguments(parser) -> None:
@@ -87,7 +88,7 @@ def run(args) -> int:
         raise UsageError("give image files, --grid N, or both")
     params, model, train, classes, folder = common.load_trained(args.model, "explain")
     out = common.output_folder(args.out, folder, "explain")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     errors = explain_files(args.images, out, params, model, train, classes)
     if args.grid:
         explain_grid(args.grid, out, params, model, classes, args)

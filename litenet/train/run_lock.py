@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from litenet.errors import EnvironmentProblem
+from litenet.paths import make_folder
 
 LOCK_FILE = ".litenet-train.lock"
 # What litenet.atomic leaves when a process dies mid-write: `.<name>.<8 random characters>.tmp`.
@@ -26,7 +27,7 @@ def hold_run_folder(out: Path):
     """
     out = Path(out)
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     fd = _acquire(out / LOCK_FILE, out)
     try:
         removed = remove_leftovers(out)

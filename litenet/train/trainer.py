@@ -33,6 +33,7 @@ from litenet.train.progress import duration, progress_bar
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
 from litenet.train.run_lock import hold_run_folder
 from litenet.weights import save_model
+from litenet.paths import make_folder
 
 EPOCH_LOSSES = "epoch_losses"  # a checkpoint's record of the interrupted epoch's losses so far
 TRAIN_EVAL_IMAGES = 10_000  # training accuracy is measured on this fixed prefix, not all 50,000
@@ -141,7 +142,7 @@ class Trainer:
         """Create the backend from a fresh initialisation or from the checkpoint (every rank reads it)."""
         has_checkpoint = check_run_folder(self.out, self.options.resume, self.options.force)
         if self.writer:
-            self.out.mkdir(parents=True, exist_ok=True)
+            make_folder(self.out)
         params = init_params(self.model, self.train.seed)
         backend = backend_class(self.options.backend)(self.model, self.train, params, **self.backend_options)
         backend.load_dataset(self.data.train_split.images, self.data.train_split.labels)

@@ -44,7 +44,13 @@ LITENET_CASES = [
      "is a file"),
     (["train", "--preset", "litenet-seed", "--maps", "{maps}", "--out", "{t}/loop/run", "--epochs", "1"], 4,
      "symlink loop"),
+    (["train", "--preset", "litenet-seed", "--maps", "{maps}", "--out", "{t}/loop", "--epochs", "1"], 4,
+     "symlink loop"),
     (["export", "--weights", "{t}/nowhere"], 3, "no config.json"),
+    (["export", "--weights", "{t}/loop"], 4, "symlink loop"),
+    (["export", "--weights", str(SHIPPED), "--out", "{t}/loop"], 4, "symbolic links"),
+    (["eval", "--model", "{t}/loop"], 4, "symlink loop"),
+    (["explain", "--model", "{t}/loop", "{t}/a.png"], 4, "symlink loop"),
     (["export", "--weights", str(SHIPPED), "--out", "{t}/a-file/sub"], 4, "cannot write to"),
     (["export", "--weights", str(SHIPPED), "--int8", "--calib", "1000000000000"], 2, "--calib must be"),
     (["eval", "--model", "{t}/nowhere"], 3, "no such folder"),
@@ -174,3 +180,18 @@ def test_a_diverging_run_exits_5_with_its_own_words_not_numpys_warnings(tmp_path
                    "--no-progress", "--out", tmp_path / "run", timeout=120)
     assert r.returncode == 5, r.stderr
     assert "Warning" not in r.stderr and "the loss became nan" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("where", ["loop", "loop/maps"])
+def test_maps_at_a_symlink_loop_name_the_loop(tmp_path, where):
+    import errno
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+    from cifar_fakes import make_fake, write_layout
+    from litenet.data.conversion import convert
+
+    source = write_layout(tmp_path / "cifar-10-batches-bin", make_fake(64), "binary")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(OSError) as caught:  # the CLI prints it as one line, exit 4
+        convert(source, tmp_path / where, records_per_batch=64, progress=False)
+    assert caught.value.errno == errno.ELOOP
