@@ -435,9 +435,9 @@ def inapplicable(train: TrainConfig, name: str) -> str | None:
     if name in APPLIES_WHEN:
         on, values = APPLIES_WHEN[name]
         if getattr(train, on) not in values:
-            return f"{on} {values[0]} reads it; {on} is {getattr(train, on)!r}"
+            return f"{on} {values[0]!r} reads it; {on} is {getattr(train, on)!r}"
     if name in AUGMENT_SETTINGS and AUGMENT_SETTINGS[name] not in train.augmentations:
-        return f"augment {AUGMENT_SETTINGS[name]} reads it; augment is {train.augment!r}"
+        return f"augment {AUGMENT_SETTINGS[name]!r} reads it; augment is {train.augment!r}"
     return None
 
 

@@ -157,10 +157,13 @@ class Trainer:
                                    "and retrain with --force") from None
             self._resumed_losses = [float(v) for v in state.get(EPOCH_LOSSES, ())]
             if self.writer:
-                where = (f"all {self.train.epochs} epochs are done already" if position.epoch >= self.train.epochs
-                         else f"from epoch {position.epoch + 1} of {self.train.epochs}, step {position.step_in_epoch} "
-                              f"of {self.steps_per_epoch} (step {position.global_step} of {self.total_steps} in all)")
-                print(f"litenet train: resuming {self.out} {where}", file=sys.stderr, flush=True)
+                done = "its one epoch is" if self.train.epochs == 1 else f"all {self.train.epochs} epochs are"
+                line = (f"{self.out}: {done} done already; nothing left to train"
+                        if position.epoch >= self.train.epochs else
+                        f"resuming {self.out} from epoch {position.epoch + 1} of {self.train.epochs}, step "
+                        f"{position.step_in_epoch} of {self.steps_per_epoch} (step {position.global_step} of "
+                        f"{self.total_steps} in all)")
+                print(f"litenet train: {line}", file=sys.stderr, flush=True)
                 self.metrics.truncate_after(position)
                 self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
         elif self.writer:

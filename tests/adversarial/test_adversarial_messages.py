@@ -47,10 +47,10 @@ def test_a_model_path_that_is_a_symlink_loop_is_named_as_one(tmp_path, capsys):
     assert r.returncode == EXIT_ENVIRONMENT and "symlink loop" in one_error_line(r.stderr, "litenet-infer")
 
 
-@pytest.mark.parametrize("given, words", [({"adam_eps": 1e-6}, "--adam-eps (optimizer adamw reads it"),
+@pytest.mark.parametrize("given, words", [({"adam_eps": 1e-6}, "--adam-eps (optimizer 'adamw' reads it"),
                                           ({"momentum": 0.5, "optimizer": "adamw"}, "--momentum"),
-                                          ({"margin": 0.5, "loss": "cross-entropy"}, "--margin (loss margin"),
-                                          ({"cutout_size": 4}, "--cutout-size (augment cutout")])
+                                          ({"margin": 0.5, "loss": "cross-entropy"}, "--margin (loss 'margin'"),
+                                          ({"cutout_size": 4}, "--cutout-size (augment 'cutout'")])
 def test_a_setting_that_would_be_ignored_is_refused(given, words):
     with pytest.raises(UsageError, match=words.replace("(", r"\(")):
         override_preset(load_preset("litenet-seed"), given)
@@ -80,3 +80,9 @@ def test_a_newline_in_a_file_name_stays_on_one_line(tmp_path):
     r = run_module("litenet.runtime", image, tmp_path / "gone\n.png")
     assert r.returncode == 1 and len(r.stdout.splitlines()) == 1 and "new\\nline.png: " in r.stdout
     assert "gone\\n.png" in one_error_line(r.stderr, "litenet-infer")
+
+
+def test_an_ignored_setting_is_refused_in_the_flags_words(capsys):
+    assert main(["train", "--preset", "litenet-seed", "--loss", "cross-entropy", "--margin", "0.5"]) == 2
+    line = one_error_line(capsys.readouterr().err, "litenet train")
+    assert "--margin (--loss 'margin' reads it; --loss is 'cross-entropy')" in line, line

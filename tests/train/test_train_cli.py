@@ -133,6 +133,8 @@ def test_sigterm_saves_a_checkpoint_and_the_short_resume_uses_the_runs_settings(
     assert "litenet train: resuming" in r.stderr and "of 30, step" in r.stderr
     doc = json.loads((out / "config.json").read_text())
     assert doc["epochs_done"] == 30 and doc["train"]["batch_size"] == 16 and doc["data"]["train_images"] == 160
+    again = litenet("train", "--out", str(out), "--resume", *common)  # a finished run: nothing to do, said so
+    assert again.returncode == 0 and f"{out}: all 30 epochs are done already; nothing left to train" in again.stderr
 
 
 def test_gradcheck_shows_progress_per_tensor_and_is_quick_by_default():
