@@ -40,7 +40,7 @@ class Cifar10:
 
 def _check_same_source(maps_dir: Path, manifest: dict, data: str, origin: str = "--data") -> None:
     """Refuse maps built from another source than the one the caller named explicitly (--data or LITENET_DATA)."""
-    wanted = str(locate_source(data, download=False))
+    wanted = str(locate_source(data if origin == "--data" else None, download=False))  # errors name the origin
     built_from = manifest.get("source", {}).get("path")
     if built_from != wanted:
         also = ", or unset LITENET_DATA" if origin == "LITENET_DATA" else ""

@@ -97,7 +97,7 @@ def test_litenet_data_naming_another_copy_is_refused_once_maps_exist(tmp_path, m
     with pytest.raises(LiteNetError, match="unset LITENET_DATA"):
         open_cifar10(maps=maps, download=False, progress=False, records_per_batch=None)
     monkeypatch.setenv("LITENET_DATA", "/etc/passwd")
-    with pytest.raises(LiteNetError, match="holds no CIFAR-10"):
+    with pytest.raises(LiteNetError, match="^LITENET_DATA=/etc/passwd holds no CIFAR-10"):  # named as set
         open_cifar10(maps=maps, download=False, progress=False, records_per_batch=None)
     monkeypatch.setenv("LITENET_DATA", str(first))
     assert len(open_cifar10(maps=maps, download=False, progress=False, records_per_batch=None).test.labels)
