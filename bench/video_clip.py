@@ -28,7 +28,7 @@ BORDER = 128
 
 def cifar_test_images(count: int) -> tuple[np.ndarray, list[str] | None]:
     """The first `count` CIFAR-10 test images (uint8 RGB) and their class names, found as `litenet data`
-    finds the data set (never downloaded); seeded random images and None where there is none."""
+    finds the data set (never downloaded); seeded synthetic images (synthetic_images) and None where there is none."""
     from litenet.data.locate import DEFAULT_PLACES, find_in
     from litenet.data.readers import CLASS_NAMES, LAYOUTS, parse_batch
     from litenet.data.source import open_source
@@ -43,7 +43,23 @@ def cifar_test_images(count: int) -> tuple[np.ndarray, list[str] | None]:
             (_, data), = src.read_many([name])
         images, labels = parse_batch(src.layout, data, name)
         return images[:count], [CLASS_NAMES[k] for k in labels[:count]]
-    return np.random.default_rng(0).integers(0, 256, (count, 32, 32, 3), dtype=np.uint8), None
+    return synthetic_images(count), None
+
+
+def synthetic_images(count: int) -> np.ndarray:
+    """Seeded stand-ins for photographs: smooth two-colour gradients with a disk of a third colour. Not noise,
+    which no video codec compresses and whose damaged frames a decoder can pass for valid ones."""
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:32, 0:32] / 31.0
+    images = np.empty((count, 32, 32, 3), np.uint8)
+    for i in range(count):
+        a, b, disk = rng.integers(0, 256, (3, 3))
+        mix = (xx + yy)[..., None] / 2
+        image = a * (1 - mix) + b * mix
+        cy, cx, r = rng.integers(8, 24), rng.integers(8, 24), rng.integers(4, 9)
+        image[(yy * 31 - cy) ** 2 + (xx * 31 - cx) ** 2 <= r * r] = disk
+        images[i] = np.clip(image, 0, 255).astype(np.uint8)
+    return images
 
 
 def frame_of(image: np.ndarray) -> np.ndarray:

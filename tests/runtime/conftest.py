@@ -55,7 +55,7 @@ def png_folder(tmp_path, test_images) -> Path:
 
 @pytest.fixture(scope="session")
 def clip_source():
-    """12 CIFAR-10 test images and their labels (seeded random images and None without the data set)."""
+    """12 CIFAR-10 test images and their labels (seeded synthetic images and None without the data set)."""
     from video_fixtures import clip_images
 
     return clip_images(12)

@@ -39,7 +39,10 @@ def mixed_folder(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("rtcuda-layers")
     params = fx.write_model(folder, MIXED, seed=3)
-    export_model(folder, options=ExportOptions(int8=False, engine=False), log=lambda line: None)  # as a user's folder
+    with pytest.MonkeyPatch.context() as mp:  # the export's check images: synthetic, no CIFAR-10 needed
+        ds = fx.fake_dataset()
+        mp.setattr("litenet.data.open_cifar10", lambda **kwargs: ds)
+        export_model(folder, options=ExportOptions(int8=False, engine=False), log=lambda line: None)  # as a user's folder
     return folder, MIXED, params
 
 
