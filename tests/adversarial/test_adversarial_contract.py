@@ -195,3 +195,39 @@ def test_maps_at_a_symlink_loop_name_the_loop(tmp_path, where):
     with pytest.raises(OSError) as caught:  # the CLI prints it as one line, exit 4
         convert(source, tmp_path / where, records_per_batch=64, progress=False)
     assert caught.value.errno == errno.ELOOP
+
+
+def test_two_real_trainings_into_one_folder_the_second_is_refused(tmp_path, maps):
+    """Two `litenet train` processes: the second, started while the first holds the folder, exits 4 in one
+    line; the first trains on and is then stopped as a user would (SIGTERM), releasing the folder."""
+    import os
+    import signal
+    import time
+
+    from litenet.train.run_lock import LOCK_FILE
+
+    out = tmp_path / "run"
+    argv = ["train", "--preset", "litenet-seed", "--backend", "numpy", "--maps", maps, "--epochs", "1000",
+            "--no-progress", "--out", out]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    first = subprocess.Popen([sys.executable, "-m", "litenet", *map(str, argv)], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / LOCK_FILE).exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (out / LOCK_FILE).exists(), first.communicate(timeout=5)
+        second = run_module("litenet", *argv, timeout=60)
+        assert second.returncode == 4, second.stderr
+        assert "in use by another `litenet train`" in one_error_line(second.stderr, "litenet train")
+        assert second.stdout == "" and first.poll() is None  # the first trains on, untouched
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode in (0, 130) and not (out / LOCK_FILE).exists()
+
+
+def test_out_dev_null_is_refused_as_not_a_folder(maps):
+    r = run_module("litenet", "train", "--preset", "litenet-seed", "--maps", maps, "--out", "/dev/null",
+                   "--epochs", "1")
+    assert r.returncode == 4 and "/dev/null: already exists and is not a folder" in r.stderr, r.stderr
