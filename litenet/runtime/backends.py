@@ -111,7 +111,7 @@ def choose(requested: str, model: ModelFiles, precision: str, probe=availability
             return Choice(cls, notes)
     if requested != "auto":
         fix = _cpu_fix(model, precision) if requested == "onnxruntime" else "use --backend auto"
-        if requested == "cuda" and "CuPy" in (notes[0][1] or ""):
+        if requested == "cuda" and importlib.util.find_spec("cupy") is None:
             fix = f"{install_hint('cuda12')} (or cuda11, cuda13: the one matching your CUDA), or {fix}"
         # this machine lacks what the backend needs (a GPU, CuPy, TensorRT): status 4, docs/errors.md
         raise EnvironmentProblem(f"backend {requested} cannot run here: {notes[0][1]}; {fix}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from litenet.errors import LiteNetError
+from litenet.paths import check_reachable
 
 # The names litenet train and litenet export write (litenet/weights.py, litenet/export/pipeline.py,
 # litenet/export/tensorrt.py); repeated here because the runtime may not import the exporter.
@@ -73,11 +74,7 @@ class ModelFiles:
                 extra["engine_info"] = folder / ENGINE_INFO
             return cls(source=path, folder=folder, single_file=True, **{role: path}, **extra,
                        config=folder / CONFIG if (folder / CONFIG).is_file() else None)
-        try:
-            os.stat(path)
-        except OSError as exc:  # a symlink loop or a folder without permission is not "no such file"
-            if exc.errno != errno.ENOENT:
-                raise
+        check_reachable(path)  # a symlink loop or a folder without permission is not "no such file"
         raise LiteNetError(f"{path}: no such model file or folder; {MODEL_HINT}")
 
     @classmethod
