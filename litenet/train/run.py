@@ -93,15 +93,14 @@ def train_rank(opts: RunOptions, backend: str, comm=None) -> int:
     if steps == 0:  # before any line that would announce epochs of 0 steps
         raise UsageError(f"--batch-size {train.batch_size} is larger than the {len(train_split.images)} training "
                          "images: give a smaller --batch-size or more images (--limit)")
-    if writer:
-        ranks = f" × {world} ranks ({train.batch_size // world} images each per step)" if world > 1 else ""
-        print(f"litenet train: {name} on {len(train_split.images)} images, {backend} backend{ranks}, "
-              f"{train.epochs} epoch{'s' * (train.epochs != 1)} of {steps} step{'s' * (steps != 1)} → {out}", flush=True)
+    ranks = f" × {world} ranks ({train.batch_size // world} images each per step)" if world > 1 else ""
+    announce = (f"litenet train: {name} on {len(train_split.images)} images, {backend} backend{ranks}, "
+                f"{train.epochs} epoch{'s' * (train.epochs != 1)} of {steps} step{'s' * (steps != 1)} → {out}")
     started = time.perf_counter()
     data = TrainData(train_split, test_split, tuple(ds.classes),
                      info={"train_images": len(train_split.images), "test_images": len(test_split.images)})
     loop = LoopOptions(backend=backend, backend_options=options, resume=opts.resume, force=opts.force,
-                       progress=opts.progress)
+                       progress=opts.progress, announce=announce)
     result = Trainer(name, model, train, out, data, loop, comm=comm).run()
     if result.stopped == "diverged":
         return EXIT_DIVERGED

@@ -65,6 +65,7 @@ class LoopOptions:
     force: bool = False  # overwrite a run already in the folder
     chunk_steps: int = 50  # steps handed to the backend between two read-backs of the statistics
     progress: bool = True  # a progress bar (rank 0 only)
+    announce: str | None = None  # the run's opening line, printed (rank 0) once the run folder is held
     stop_after_steps: int | None = None  # for tests: behave as if Ctrl-C came after N steps
 
 
@@ -188,6 +189,8 @@ class Trainer:
     def run(self) -> TrainResult:
         """Train while holding the run folder (rank 0 writes it; the other ranks only read)."""
         with hold_run_folder(self.out) if self.writer else contextlib.nullcontext():
+            if self.writer and self.options.announce:  # not before: a held folder refuses the run first
+                print(self.options.announce, flush=True)
             return self._run()
 
     def _run(self) -> TrainResult:

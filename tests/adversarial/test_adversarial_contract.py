@@ -220,7 +220,7 @@ def test_two_real_trainings_into_one_folder_the_second_is_refused(tmp_path, maps
         second = run_module("litenet", *argv, timeout=60)
         assert second.returncode == 4, second.stderr
         assert "in use by another `litenet train`" in one_error_line(second.stderr, "litenet train")
-        assert first.poll() is None  # the first trains on
+        assert second.stdout == "" and first.poll() is None  # nothing announced; the first trains on
     finally:
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
