@@ -12,3 +12,8 @@ DISTRIBUTION = "litenet-nn"
 def install_hint(extra: str | None = None) -> str:
     """The pip command that installs LiteNet, or LiteNet with `extra` (e.g. "train", "cuda12")."""
     return f"pip install '{DISTRIBUTION}[{extra}]'" if extra else f"pip install {DISTRIBUTION}"
+
+
+def cupy_hint() -> str:
+    """How to install CuPy for the GPU backends: the extra matching the machine's CUDA."""
+    return f"{install_hint('cuda12')} (or cuda11, cuda13: the one matching your CUDA)"

@@ -33,7 +33,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 
-from litenet.distribution import install_hint
+from litenet.distribution import cupy_hint
 from litenet.errors import EnvironmentProblem, LiteNetError
 from litenet.runtime.model_files import ModelFiles
 
@@ -112,7 +112,7 @@ def choose(requested: str, model: ModelFiles, precision: str, probe=availability
     if requested != "auto":
         fix = _cpu_fix(model, precision) if requested == "onnxruntime" else "use --backend auto"
         if requested == "cuda" and importlib.util.find_spec("cupy") is None:
-            fix = f"{install_hint('cuda12')} (or cuda11, cuda13: the one matching your CUDA), or {fix}"
+            fix = f"{cupy_hint()}, or {fix}"
         # this machine lacks what the backend needs (a GPU, CuPy, TensorRT): status 4, docs/errors.md
         raise EnvironmentProblem(f"backend {requested} cannot run here: {notes[0][1]}; {fix}")
     summary = "; ".join(f"{n}: {r}" for n, r in notes)

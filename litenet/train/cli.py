@@ -114,12 +114,12 @@ def require_cupy() -> None:
     """Refuse --backend cuda / --gpus in one line, naming the extra, when CuPy cannot be imported."""
     import importlib.util
 
-    from litenet.distribution import install_hint
+    from litenet.distribution import cupy_hint
     from litenet.errors import EnvironmentProblem
 
     if importlib.util.find_spec("cupy") is None:
-        raise EnvironmentProblem(f"--backend cuda needs CuPy, which is not installed: {install_hint('cuda12')} "
-                           "(or cuda11, cuda13: the one matching your CUDA), or train with --backend numpy")
+        raise EnvironmentProblem(f"--backend cuda needs CuPy, which is not installed: {cupy_hint()}, "
+                                 "or train with --backend numpy")
 
 
 def _ranks(args, family: str | None = None) -> tuple[str, int]:
