@@ -64,6 +64,11 @@ def metrics_summary(src: Path, config: dict) -> dict:
             "epochs": epochs}
 
 
+def _precision(summary: dict) -> str:
+    precision = (summary.get("train") or {}).get("precision", "fp32")
+    return "" if precision == "fp32" else f", {precision.upper()} products"
+
+
 def model_card(summary: dict, sizes: dict[str, int]) -> str:
     """README.md for the shipped folder."""
     acc = summary["test_accuracy"]
@@ -72,7 +77,8 @@ def model_card(summary: dict, sizes: dict[str, int]) -> str:
     lines = [f"# {summary['preset']}: a model shipped with LiteNet", "",
              f"Copied by `make ship-model` from a run trained (`litenet train --preset {summary['preset']}`) and "
              f"exported (`litenet export --int8`): {shape}; "
-             f"{len(summary['epochs'])} epochs on the {summary['backend']} backend.", "",
+             f"{len(summary['epochs'])} epochs on the {summary['backend']} backend"
+             f"{_precision(summary)}.", "",
              "litenet-infer, `litenet eval` and `litenet explain` use the best shipped model (a Mixer first, then "
              "test accuracy) when no `--model` is given and the user has no finished run of their own.", "",
              "| file | size | test accuracy (10,000 CIFAR-10 test images) |", "|---|---|---|"]
