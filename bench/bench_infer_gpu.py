@@ -138,7 +138,7 @@ def phase_latencies_us(folder, precision, image, repeats) -> list[float]:
     be.dev.upload(run.pixels, image.reshape(1, 3072))
     full = run.launches[0]
     out = []
-    for end in range(1, phases(be.net.shape) + 1):
+    for end in range(1, phases(be.model) + 1):
         launch = dataclasses.replace(full, args=full.args[:-2] + (np.int32(end), full.args[-1]))
         graph = be.dev.capture([launch])
         for _ in range(3):

@@ -1,7 +1,7 @@
 """A kernel launch as data, and the check of its arguments against the kernel's declared parameters.
 
-The lowering (litenet/lowering/arena.py) and the inference runtimes (litenet/runtime/cuda_plan.py, cuda_mixer.py)
-both describe their work as lists of Launch, which the device runs or captures into a CUDA graph.
+The lowering (litenet/lowering/arena.py) binds its calls into lists of Launch, which the device runs or
+captures into a CUDA graph.
 Every kernel runs with THREADS threads per block.
 """
 

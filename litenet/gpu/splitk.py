@@ -1,6 +1,6 @@
 """How the tile products are cut and what their split-K needs (kernels/splitk.cuh), for the
-lowering's products (litenet/lowering/fast/) and the Mixer's inference runtime (litenet/runtime/cuda_mixer.py)
-alike: the same formula, each with its own target of blocks per multiprocessor.
+lowering's products (litenet/lowering/fast/) in training and in inference alike: the same formula, each
+with its own target of blocks per multiprocessor.
 """
 
 from __future__ import annotations

@@ -157,6 +157,7 @@ class Program:
     refresh: list[Call] = field(default_factory=list)  # calls that remake copies of the parameters after an upload
     allreduce_at: int | None = None  # data-parallel: the gradient is summed over the ranks before this call
     geometry: object = None  # the fast tier's MLP tile geometry (fast/geometry.py), where it chose one
+    outputs: dict = field(default_factory=dict)  # op → the tensor holding its output, where not the op's own name
 
     def calls(self) -> list[Call]:
         return [c for r in self.regions for c in r.calls]

@@ -1,16 +1,15 @@
-"""`--backend cuda`: LiteNet's own CUDA kernels through CuPy, for both families.
+"""`--backend cuda`: LiteNet's own CUDA kernels through CuPy, for every family.
 
 fp32 runs weights.safetensors + config.json; int8 runs model.int8.plan.safetensors exactly as
 docs/int8-plan.md defines it (dp4a, so any GPU from sm_61 — a GTX 1060 — on). The weights go to
 the GPU once; each batch size gets its buffers once and, from its second use on, one CUDA graph
 that is replayed.
 
-MLP family (kernels/infer_fp32.cu, kernels/infer_int8.cu; cuda_net, cuda_plan): a batch of up to
-FUSED_MAX_BATCH images runs as one launch (the whole forward, phases separated by grid barriers), a
-larger one as a tiled launch per layer. Mixer family (cuda_mixer_net, cuda_mixer): a launch per op
-of the op list, each product with its GELU or residual join fused in (mode "layers"). A network that is
-a layer list (LiteNet Studio's, litenet/layers.py), fp32: the op-list lowering's forward program
-(litenet/lowering/forward.py), the same walk the trainer's evaluation runs.
+Every batch size runs a program of the op-list lowering (litenet/lowering/inference.py), the same
+walk the trainer's evaluation runs: the MLP's fp32 and int8 in the inference kernels' rewrite — up to
+FUSED_MAX_BATCH images in one launch (the whole forward, phases separated by grid barriers), above it
+a tiled launch per layer; the Mixer's int8 in the int8 plan's rewrite, a launch per op; the Mixer's
+and a layer list's fp32 in the fast tier's forward, a launch per op or fused region.
 """
 
 from __future__ import annotations
@@ -20,17 +19,14 @@ from collections import OrderedDict
 import numpy as np
 
 from litenet.errors import LiteNetError
+from litenet.lowering.fast.rows import MODES as MLP_MODES
+from litenet.lowering.fast.rows import check_width, fused_fits
+from litenet.lowering.forward import ForwardRun
+from litenet.lowering.inference import lower_inference
 from litenet.runtime.backends import Backend
-from litenet.runtime.cuda_mixer import MODE as MIXER_MODE
-from litenet.runtime.cuda_mixer import plan_mixer_batch
-from litenet.runtime.cuda_mixer_net import (
-    MixerDeviceNet,
-    load_mixer_fp32,
-    load_mixer_int8,
-)
+from litenet.runtime.cuda_mixer_net import load_mixer_int8
 from litenet.runtime.cuda_net import load_fp32, load_int8, pack_fp32, pack_int8
-from litenet.runtime.cuda_plan import MODES, BatchRun, DeviceNet, plan_batch
-from litenet.runtime.model_files import ModelFiles
+from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 
 # The one-launch kernel up to this batch, tiles above it: the crossover measured on the H200
 # (infer-gpu-2026-12-02.md in bench/results/raw/gpu-inference.tar.xz, batch scan): fp32 fused still wins at 64 and loses at 128
@@ -39,7 +35,7 @@ FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
 MIN_CAPABILITY = (6, 1)  # __dp4a
-LOWERED_MODE = "lowering"
+OPS_MODE = "ops"  # the other families: a launch per op (with its epilogue) or fused region
 FAMILIES = ("mlp", "mixer", "layers")
 INT8_FAMILIES = ("mlp", "mixer")  # the int8 plan's kernels; a layer list's int8 runs in ONNX Runtime
 
@@ -81,58 +77,55 @@ class CudaInference(Backend):
     def __init__(self, model: ModelFiles, precision: str, device=None, mode: str = "auto", graphs: bool = True,
                  fused_max_batch: int | None = None, fused_grid: int | None = None, chunk: int = CHUNK,
                  **_options):
-        """Load and pack the model, put it on the GPU. `device`: a litenet.gpu.device.CupyDevice (or
-        the tests' emulator); `mode`: auto | fused | phases | tiles (MLP), auto | layers (Mixer);
-        `fused_grid`: blocks of the one-launch kernel (default: one per SM, all resident — the grid
-        barrier needs that)."""
+        """Load the model (packed where a rewrite reads it packed), put it on the GPU as batch sizes come.
+        `device`: a litenet.gpu.device.CupyDevice (or the tests' emulator); `mode`: auto | fused | phases |
+        tiles (MLP), auto | ops (the others); `fused_grid`: blocks of the one-launch kernel (default: one
+        per SM, all resident — the grid barrier needs that)."""
         if precision not in ("fp32", "int8"):
             raise LiteNetError(f"precision must be fp32 or int8, got {precision!r}")
         self.family = model.family()
-        if self.family == "mixer":
-            self._init_mixer(model, precision, device, mode, graphs, chunk)
-            return
-        if self.family == "layers":
-            self._init_layers(model, precision, device, mode, graphs, chunk)
-            return
-        if mode != "auto" and mode not in MODES:
-            raise ValueError(f"mode must be auto or one of {MODES}")
-        if precision == "fp32":
-            shape, tensors, classes = load_fp32(model)
-            packed = pack_fp32(shape, tensors, classes)
-            self.path = model.weights
+        self.params = self.packed = None
+        if self.family == "mlp":
+            if mode != "auto" and mode not in MLP_MODES:
+                raise ValueError(f"mode must be auto or one of {MLP_MODES}")
+            if precision == "fp32":
+                shape, tensors, classes = load_fp32(model)
+                self.packed = pack_fp32(shape, tensors, classes)
+            else:
+                self.packed = pack_int8(load_int8(model))
+            self.model = self.packed.shape
+            check_width(self.packed)
+        elif mode not in ("auto", OPS_MODE):
+            raise ValueError(f"a {self.family} network runs in mode auto or {OPS_MODE}, not {mode!r}")
+        elif precision == "int8":
+            if self.family not in INT8_FAMILIES:
+                raise LiteNetError(f"{model.describe()} is a layer list: LiteNet's CUDA int8 runs the "
+                                   f"{' and '.join(INT8_FAMILIES)} families; use --backend onnxruntime for its int8")
+            self.packed = load_mixer_int8(model)
+            self.model = self.packed.model
         else:
-            packed = pack_int8(load_int8(model))
-            self.path = model.plan
-        self._set_classes(model.classes or packed.classes, packed.shape.classes)
-        self._start(device, precision, mode, graphs, chunk)
+            self.params, self.model = self._load_fp32(model)
+        self.path = model.weights if precision == "fp32" else model.plan
+        self._set_classes(model.classes or getattr(self.packed, "classes", None), self.model.classes)
+        if device is None:
+            from litenet.gpu.device import CupyDevice
+            device = CupyDevice()
+        self.dev, self.precision, self.graphs = device, precision, graphs
+        self.mode = mode if self.family == "mlp" else OPS_MODE
+        self.chunk = max(1, chunk)
         self.fused_max_batch = FUSED_MAX_BATCH[precision] if fused_max_batch is None else fused_max_batch
         self.fused_grid = fused_grid or self.dev.sm_count
-        self.net = DeviceNet(self.dev, packed)
+        self._runs: OrderedDict[int, ForwardRun] = OrderedDict()
 
-    def _init_mixer(self, model: ModelFiles, precision: str, device, mode: str, graphs: bool, chunk: int) -> None:
-        if mode not in ("auto", MIXER_MODE):
-            raise ValueError(f"a Mixer runs in mode auto or {MIXER_MODE}, not {mode!r}")
-        packed = load_mixer_fp32(model) if precision == "fp32" else load_mixer_int8(model)
-        self.path = model.weights if precision == "fp32" else model.plan
-        self._set_classes(model.classes or packed.classes, packed.model.classes)
-        self._start(device, precision, MIXER_MODE, graphs, chunk)
-        self.net = MixerDeviceNet(self.dev, packed)
-
-    def _init_layers(self, model: ModelFiles, precision: str, device, mode: str, graphs: bool, chunk: int) -> None:
+    @staticmethod
+    def _load_fp32(model: ModelFiles):
         from litenet.weights import load_model
 
-        if precision != "fp32":
-            raise LiteNetError(f"{model.describe()} is a layer list: LiteNet's CUDA int8 runs the "
-                               f"{' and '.join(INT8_FAMILIES)} families; use --backend onnxruntime for its int8")
-        if mode not in ("auto", LOWERED_MODE):
-            raise ValueError(f"a layer list runs in mode auto or {LOWERED_MODE}, not {mode!r}")
         if model.weights is None or model.config is None:
             raise LiteNetError(f"{model.describe()}: the CUDA backend's fp32 needs weights.safetensors and "
-                               "config.json beside each other")
-        self.params, self.model, _train, _doc = load_model(model.weights.parent)
-        self.path = model.weights
-        self._set_classes(model.classes, self.model.classes)
-        self._start(device, precision, LOWERED_MODE, graphs, chunk)
+                               f"config.json beside each other; {MODEL_HINT}")
+        params, config, _train, _doc = load_model(model.weights.parent)
+        return params, config
 
     def _set_classes(self, names, count: int) -> None:
         """The class names (numbered when the files name none), refused when their count is not the model's."""
@@ -141,40 +134,26 @@ class CudaInference(Backend):
             raise LiteNetError(f"{self.path} has {count} classes but the model's config names "
                                f"{len(self.classes)}; the model files come from different models")
 
-    def _start(self, device, precision: str, mode: str, graphs: bool, chunk: int) -> None:
-        """What every family's backend keeps: the GPU (CuPy's current one unless given), its settings, and
-        the per-batch-size runs it builds on first use."""
-        if device is None:
-            from litenet.gpu.device import CupyDevice
-            device = CupyDevice()
-        self.dev, self.precision, self.mode, self.graphs = device, precision, mode, graphs
-        self.chunk = max(1, chunk)
-        self._runs: OrderedDict[int, object] = OrderedDict()
-
     def mode_for(self, batch: int) -> str:
-        if self.family in ("mixer", "layers") or self.mode != "auto":
+        if self.family != "mlp" or self.mode != "auto":
             return self.mode
-        return "fused" if batch <= self.fused_max_batch and self.net.fused_fits() else "tiles"
+        return "fused" if batch <= self.fused_max_batch and fused_fits(self.packed) else "tiles"
 
-    def prepare(self, batch: int) -> BatchRun:
+    def prepare(self, batch: int) -> ForwardRun:
         """The buffers and launches for `batch` images (made once per size, then reused)."""
         run = self._runs.get(batch)
         if run is None:
-            if self.family == "mixer":
-                run = plan_mixer_batch(self.net, batch)
-            elif self.family == "layers":
-                from litenet.lowering.forward import ForwardRun
-
-                run = ForwardRun(self.model, self.params, self.dev, batch)
-            else:
-                run = plan_batch(self.net, batch, self.mode_for(batch), self.fused_grid)
+            mode = self.mode_for(batch)
+            program = lower_inference(self.model, batch, self.precision, self.dev.sm_count, packed=self.packed,
+                                      mode=mode, grid=self.fused_grid)
+            run = ForwardRun(program, self.model, self.dev, self.params, mode)
             self._runs[batch] = run
             while len(self._runs) > KEPT_SIZES:
                 self._runs.popitem(last=False)
         self._runs.move_to_end(batch)
         return run
 
-    def execute(self, run: BatchRun) -> None:
+    def execute(self, run: ForwardRun) -> None:
         """One forward pass on what is in run.pixels, queued on the device's stream (no wait)."""
         if run.graph is None and self.graphs and run.runs >= 1:  # the size repeats: capture it once
             run.graph = self.dev.capture(run.launches)
@@ -200,11 +179,10 @@ class CudaInference(Backend):
         return out
 
     def describe(self) -> str:
-        if self.family == "layers":
-            return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
-                    f"the op-list lowering's forward, a launch per op or fused region; {self.path}")
-        if self.family == "mixer":
-            return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
-                    f"{self.net.describe()}, a launch per op; {self.path}")
-        return (f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability}); "
-                f"one launch up to batch {self.fused_max_batch}, tiles above; {self.path}")
+        where = f"LiteNet CUDA kernels, {self.precision}, on {self.dev.name} ({self.dev.capability})"
+        if self.family == "mlp":
+            return f"{where}; one launch up to batch {self.fused_max_batch}, tiles above; {self.path}"
+        m = self.model
+        shape = (f"Mixer P={m.patch} d={m.width} token {m.token_hidden} channel {m.channel_hidden} × {m.blocks}"
+                 if self.family == "mixer" else "a layer list")
+        return f"{where}; {shape}, the op-list lowering's forward, a launch per op or fused region; {self.path}"

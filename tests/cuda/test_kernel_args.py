@@ -70,10 +70,11 @@ extern "C" __global__ void __launch_bounds__(256, 4) bounded(float* y,
 
 
 def test_the_inference_runtimes_constants_match_the_kernels():
-    """The runtime's planners size grids and layouts with the kernels' own numbers."""
-    from litenet.runtime import cuda_mixer, cuda_net, cuda_plan
+    """The inference rewrites size grids and layouts with the kernels' own numbers."""
+    from litenet.lowering.fast import int8_tokens, rows
+    from litenet.runtime import cuda_net
 
     value = defines("infer_words.cuh", "infer_core.cuh", "token_linear_int8.cu")
-    assert (cuda_plan.ROWS, cuda_plan.TILE) == (value["IR_ROWS"], value["IT_TILE"])
+    assert (rows.ROWS, rows.TILE) == (value["IR_ROWS"], value["IT_TILE"])
     assert cuda_net.LAYOUT_WIDTH == value["IL_WIDTH"]
-    assert cuda_mixer.TOKEN_OUTS == value["TL_OUTS"]
+    assert int8_tokens.TOKEN_OUTS == value["TL_OUTS"]

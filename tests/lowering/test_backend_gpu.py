@@ -79,7 +79,7 @@ def test_the_forward_run_of_a_layer_list_on_the_gpu(device):
     images = np.random.default_rng(0).integers(0, 256, (256, 32, 32, 3), dtype=np.uint8)
     want = forward.logits(ops_of(MIXED), param_views(params.astype(np.float64), MIXED), images)
     for kernels in ("reference", "fast"):
-        run = ForwardRun(MIXED, params, device, len(images), kernels=kernels)
+        run = ForwardRun.lowered(MIXED, params, device, len(images), kernels=kernels)
         device.upload(run.pixels, images.reshape(len(images), 3072))
         for launch in run.launches:
             device.launch(launch)

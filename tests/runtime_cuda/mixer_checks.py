@@ -107,8 +107,8 @@ def check_mixer_int8(backend, folder, images: np.ndarray) -> dict:
 
 def decode(dev, run, op: graph.Op, batch: int) -> np.ndarray:
     """An int8 buffer of the run as the plan lays out op's output: (T, B, n) for patch tensors, (B, n) else."""
-    role = run.roles[op.name]
-    raw = dev.download(run.buffers[role])
+    role = run.program.outputs[op.name].split("/")[-1]
+    raw = dev.download(run.output(op.name))
     n = op.shape[-1]
     if role in ("QT", "QA1"):  # token words: word (t/4)·N + col holds patches t … t+3 of column col
         words, cols = raw.shape
@@ -153,8 +153,10 @@ def check_mixer_int8_layers(backend, folder, images: np.ndarray) -> dict:
     dev.upload(run.pixels, images.reshape(B, 3072))
     by_name = {op.name: op for op in plan.ops}
     flips, values = 0, 0
-    for op, out, launch in zip(run.ops, run.outputs, run.launches):
-        stream_before = dev.download(run.buffers["H"]) if out.kind == "residual" else None
+    assert [len(region.calls) for region in run.program.regions] == [1] * len(run.launches)
+    for region, launch in zip(run.program.regions, run.launches):
+        op, out = by_name[region.ops[0]], by_name[region.ops[-1]]  # the op it computes, the op whose output it writes
+        stream_before = dev.download(run.tensor("H")) if out.kind == "residual" else None
         dev.launch(launch)
         scale = lambda reader: t[f"{reader}.input_scale"].reshape(())
         nxt = [r for r in graph.consumers(plan.ops).get(out.name, []) if r.kind in graph.PRODUCTS]
@@ -163,19 +165,19 @@ def check_mixer_int8_layers(backend, folder, images: np.ndarray) -> dict:
                              op.attrs["input_scale"])
             np.testing.assert_array_equal(decode(dev, run, out, B), int8_plan.quantize(x, scale(nxt[0].name)))
         elif op.kind == "layernorm" and nxt:
-            s = dev.download(run.buffers["H"]).reshape(-1, B, op.shape[-1])
+            s = dev.download(run.tensor("H")).reshape(-1, B, op.shape[-1])
             ln = (t[f"{op.name}.gamma"], t[f"{op.name}.beta"], op.attrs["eps"])
             y = ops.layernorm_forward(s, *ln)[0]
             flips += flips_near_steps(decode(dev, run, out, B), y, scale(nxt[0].name), layernorm_magnitude(s, *ln))
             values += y.size
         elif op.kind == "layernorm":  # the final one, in float for the mean
-            s = dev.download(run.buffers["H"]).reshape(-1, B, op.shape[-1])
+            s = dev.download(run.tensor("H")).reshape(-1, B, op.shape[-1])
             ln = (t[f"{op.name}.gamma"], t[f"{op.name}.beta"], op.attrs["eps"])
             y = ops.layernorm_forward(s, *ln)[0]
-            got = dev.download(run.buffers["Y"]).reshape(y.shape)
+            got = dev.download(run.tensor("Y")).reshape(y.shape)
             assert np.all(np.abs(got - y) <= FLIP_ULPS * EPS32 * layernorm_magnitude(s, *ln)), op.name
         elif op.kind == "mean_tokens":
-            y = dev.download(run.buffers["Y"]).reshape(-1, B, by_name[op.inputs[0]].shape[-1])
+            y = dev.download(run.tensor("Y")).reshape(-1, B, by_name[op.inputs[0]].shape[-1])
             np.testing.assert_array_equal(decode(dev, run, out, B),
                                           int8_plan.quantize(ops.mean_tokens_forward(y), scale(nxt[0].name)))
         else:  # a product, from the quantized input the device wrote
@@ -186,9 +188,9 @@ def check_mixer_int8_layers(backend, folder, images: np.ndarray) -> dict:
                 values += y.size
             elif out.kind == "residual":
                 want = stream_before.reshape(y.shape) + y
-                np.testing.assert_array_equal(dev.download(run.buffers["H"]).reshape(y.shape), want, err_msg=op.name)
+                np.testing.assert_array_equal(dev.download(run.tensor("H")).reshape(y.shape), want, err_msg=op.name)
             else:  # the embedding into the stream, or the head into the logits
-                got = dev.download(run.buffers[run.roles[out.name]]).reshape(y.shape)
+                got = dev.download(run.output(out.name)).reshape(y.shape)
                 np.testing.assert_array_equal(got, y, err_msg=op.name)
     assert flips <= max(2, values // 1000), f"{flips} of {values} quantized values flipped at a .5 step"
     return {"images": B, "launches": len(run.launches), "flips": flips, "quantized_values": values}

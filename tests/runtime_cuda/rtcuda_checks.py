@@ -95,7 +95,7 @@ def check_int8_layers(backend, folder, images: np.ndarray) -> dict:
     run = backend.prepare(len(images))
     assert run.mode == "tiles", "layer checks need mode='tiles'"
     dev.upload(run.pixels, images.reshape(len(images), 3072))
-    got = lambda name: dev.download(run.buffers[name])  # noqa: E731
+    got = lambda name: dev.download(run.logits if name == "logits" else run.tensor(name))  # noqa: E731
     B, d = len(images), plan_shape_width(plan)
     H = t["blocks.0.fc1.weight"].shape[0]
     q_bytes = lambda name, k: got(name).view(np.int8).reshape(B, -1)[:, :k]  # noqa: E731

@@ -107,7 +107,7 @@ def test_unavailable_reasons(models, tmp_path):
 
 
 def test_runtime_side_imports_no_trainer_or_exporter():
-    code = ("import sys, litenet.runtime.cuda_backend, litenet.runtime.cuda_plan, litenet.runtime.cuda_net; "
+    code = ("import sys, litenet.runtime.cuda_backend, litenet.lowering.fast.rows, litenet.runtime.cuda_net; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('onnx', 'cupy') or m.startswith(('litenet.train', "
             "'litenet.export'))]; "
             "print(bad); sys.exit(1 if bad else 0)")

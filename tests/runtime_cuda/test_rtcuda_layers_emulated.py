@@ -65,7 +65,7 @@ def test_a_layer_list_runs_in_cuda_inference_as_in_numpy(emu, mixed_folder, imag
 @pytest.mark.parametrize("kernels", ["reference", "fast"])
 def test_the_forward_run_of_either_tier_is_the_numpy_forward(emu, mixed_folder, images, kernels):
     _folder, model, params = mixed_folder
-    run = ForwardRun(model, params, emu, 3, kernels=kernels)
+    run = ForwardRun.lowered(model, params, emu, 3, kernels=kernels)
     emu.upload(run.pixels, images[:3].reshape(3, 3072))
     for launch in run.launches:
         emu.launch(launch)

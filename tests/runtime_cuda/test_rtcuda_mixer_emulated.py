@@ -208,7 +208,7 @@ def test_repeated_batch_size_replays_a_graph_and_large_inputs_are_split(mixers, 
     be = _backend(mixers, "p16-d20-t3", "int8", emu_device)
     first = be.predict(images[:5])
     run = be.prepare(5)
-    assert run.graph is None and run.runs == 1 and run.mode == "layers"
+    assert run.graph is None and run.runs == 1 and run.mode == "ops"
     before = emu_device.launches
     np.testing.assert_array_equal(be.predict(images[:5]), first)
     assert run.graph is not None and emu_device.launches - before == len(run.launches)
@@ -222,7 +222,7 @@ def test_launches_walk_the_op_list(mixers, emu_device):
         be = _backend(mixers, "p8-d13-t5", precision, emu_device)
         run = be.prepare(2)
         assert len(run.launches) == 6 * SHAPES["p8-d13-t5"].blocks + 5
-        assert [op.name for op in run.ops][:3] == ["patches", "embed", "blocks.0.token_ln"]
+        assert [region.ops[0] for region in run.program.regions][:3] == ["patches", "embed", "blocks.0.token_ln"]
         assert "Mixer" in be.describe() and be.classes == ModelFiles.locate(mixers["p8-d13-t5"]).classes
 
 
