@@ -58,12 +58,14 @@ def layernorm(net, regions, i):
     if not (op and op.kind == "layernorm"):
         return None
     w = net.w
-    x = w.act(op.inputs[0])
+    x, y = w.act(op.inputs[0]), w.act(op.name)
     rows, d = rows_of(x), x.shape[-1]
+    # A forward pass alone (evaluation, inference) keeps nothing for a backward: the normalised n goes to y,
+    # which the same thread stores after it — one tensor written instead of two.
+    nrm = y if net.train is None else w.cache(op, "nrm", x.shape)
     call = Call("layernorm_forward", math.ceil(rows / ROW_WARPS),
-                dict(x=x, gamma=w.param(op, "gamma"), beta=w.param(op, "beta"), y=w.act(op.name),
-                     nrm=w.cache(op, "nrm", x.shape), rstd=w.cache(op, "rstd", (rows,)), B=i32(rows), d=i32(d),
-                     eps=f32(op.attrs["eps"])))
+                dict(x=x, gamma=w.param(op, "gamma"), beta=w.param(op, "beta"), y=y, nrm=nrm,
+                     rstd=w.cache(op, "rstd", (rows,)), B=i32(rows), d=i32(d), eps=f32(op.attrs["eps"])))
     return 1, [replaced("LayerNorm (a warp a row)", regions[i:i + 1], [call])]
 
 
