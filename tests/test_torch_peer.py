@@ -72,7 +72,7 @@ def test_the_peer_of_record_takes_the_eager_peers_steps(augment, precision):
 
 
 def test_the_peer_of_record_refuses_a_step_without_a_draw_its_recipe_makes():
-    train, images, labels, batches, draws, lrs = recipe("crop+flip+cutmix")
+    train, images, labels, batches, draws, _ = recipe("crop+flip+cutmix")
     peer = GraphedTrainer(MODEL, train, init_params(MODEL, 0), images, labels, device="cpu", precision="fp32",
                           compile=False, graph=False)
     rows = [torch.as_tensor(draws[k][0].astype(np.int64)) for k in ("crops", "mixes")]
