@@ -251,8 +251,8 @@ def race(name: str, model, train, data, params, args) -> dict:
 
 
 def race_ratios(results: dict) -> list[dict]:
-    """LiteNet's time to each target over each PyTorch contender's, both reached: training time alone,
-    and with every one-time cost in (set-up added; first epochs as they ran)."""
+    """LiteNet's time to each target over each PyTorch contender's, both reached: training time as
+    measured, without the one-time costs (first epoch's extra taken off) and with them all (set-up added)."""
     out = []
     for ours, r in results.items():
         for peer, q in results.items():
@@ -260,29 +260,37 @@ def race_ratios(results: dict) -> list[dict]:
                 continue
             for target in r.get("seconds_to_targets", {}):
                 if target in q.get("seconds_to_targets", {}):
+                    def ratio(key, target=target, r=r, q=q):  # None where a run was too short to tell
+                        both = target in r.get(key, {}) and target in q.get(key, {})
+                        return r[key][target] / q[key][target] if both else None
                     out.append({"target": float(target), "litenet": ours, "peer": peer,
-                                "training": r["seconds_to_targets"][target] / q["seconds_to_targets"][target],
-                                "with_one_time_costs": (r["seconds_to_targets_with_setup"][target]
-                                                        / q["seconds_to_targets_with_setup"][target])})
+                                "training": ratio("seconds_to_targets"),
+                                "without_one_time_costs": ratio("seconds_to_targets_without_first_extra"),
+                                "with_one_time_costs": ratio("seconds_to_targets_with_setup")})
     return out
 
 
 def print_race(results: dict, targets: list[float], ratios: list[dict]) -> None:
     head = " / ".join(f"{100 * t:g}" for t in targets)
-    print(f"\n{'contender':18s} {'set-up s':>9s} {'first epoch extra s':>20s}  seconds to {head} %  "
-          f"(set-up added)  final accuracy")
+    print(f"\nseconds to {head} % — training time; without the first epoch's extra; with the set-up added")
+    print(f"{'contender':18s} {'set-up s':>9s} {'1st-epoch extra s':>18s}  {'training':24s} {'without extra':24s} "
+          f"{'set-up added':24s} final accuracy")
     for name, r in results.items():
         if "history" not in r:
             print(f"{name:18s} failed: {r['error']}")
             continue
+
         def to(key, r=r):
-            return " / ".join(f"{r[key][str(t)]:.1f}" if str(t) in r[key] else "—" for t in targets)
+            return " / ".join(f"{r[key][str(t)]:.1f}" if str(t) in r.get(key, {}) else "—" for t in targets)
         final = f"{100 * r['final_accuracy']:.2f} %" if r["final_accuracy"] is not None else "—"
-        print(f"{name:18s} {r['setup_seconds']:9.1f} {r.get('first_epoch_extra_seconds', 0.0):20.1f}  {to('seconds_to_targets')}"
-              f"  ({to('seconds_to_targets_with_setup')})  {final}" + (f"  [{r['error']}]" if "error" in r else ""))
+        print(f"{name:18s} {r['setup_seconds']:9.1f} {r.get('first_epoch_extra_seconds', 0.0):18.1f}  "
+              f"{to('seconds_to_targets'):24s} {to('seconds_to_targets_without_first_extra'):24s} "
+              f"{to('seconds_to_targets_with_setup'):24s} {final}" + (f"  [{r['error']}]" if "error" in r else ""))
     for q in ratios:
+        without = q["without_one_time_costs"]
         print(f"{100 * q['target']:g} %: {q['litenet']} / {q['peer']}: {q['training']:.3f} training time, "
-              f"{q['with_one_time_costs']:.3f} with one-time costs", flush=True)
+              f"{'—' if without is None else f'{without:.3f}'} without one-time costs, "
+              f"{q['with_one_time_costs']:.3f} with them", flush=True)
 
 
 def train_mode(args) -> dict:
