@@ -4,6 +4,7 @@ flip, cutout, CutMix), are the NumPy backend's; the peer of record (GraphedTrain
 peer's steps. Needs PyTorch (CPU is enough); skipped without it. What only CUDA runs — torch.compile's
 forward inside the one graph of the whole step — is held by the `gpu` test at the end."""
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -69,6 +70,19 @@ def test_the_peer_of_record_takes_the_eager_peers_steps(augment, precision):
     for (name, p), q in zip(peer.net.named_parameters(), eager.net.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=RTOL, atol=ATOL,
                                    err_msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")), reason="torch.compile on CPU needs a C++ compiler")
+def test_the_peer_of_records_compiled_forward_takes_the_eager_peers_steps():
+    """torch.compile's forward (Inductor's CPU code, about half a minute to build) inside the same whole
+    step. Its kernels may sum in another order, which moves an fp32 sum of n terms by up to n · 2⁻²⁴ of
+    its largest: 1.1e-5 for the longest here (a patch's 8 · 8 · 3 = 192 values), 3e-5 for a few in a row."""
+    train, images, labels, batches, draws, lrs = recipe("crop+flip+cutmix")
+    eager = TorchTrainer(MODEL, train, init_params(MODEL, 0), images, labels, device="cpu", precision="fp32")
+    peer = GraphedTrainer(MODEL, train, init_params(MODEL, 0), images, labels, device="cpu", precision="fp32",
+                          compile=True, graph=False)
+    np.testing.assert_allclose(losses_of(peer, batches, draws, lrs), losses_of(eager, batches, draws, lrs), rtol=3e-5)
 
 
 def test_the_peer_of_record_refuses_a_step_without_a_draw_its_recipe_makes():
