@@ -24,10 +24,10 @@ PyTorch's precision left out is tf32. Data and augmentation are on the GPU for e
         compilation and capture, done before its first step), its usual epoch and what its first epoch
         took beyond it (LiteNet's kernel compilation), with the times to the targets less that
         (one_time_costs), and with the set-up added
-Both print a table and write JSON (--out). Every contender trains on the same batches, flips, crop
-offsets and cutout / CutMix draws (litenet.train.schedule) from the same initial weights; PyTorch gets
-each epoch's draws on the GPU before its steps. A contender that fails (a capture error, say) is
-reported in one line and the others go on.
+Both print a table and write JSON (--out, rewritten as each contender finishes). Every contender
+trains on the same batches, flips, crop offsets and cutout / CutMix draws (litenet.train.schedule) from
+the same initial weights; PyTorch gets each epoch's draws on the GPU before its steps. A contender that
+fails (a capture error, say) is reported in one line and the others go on.
 """
 
 from __future__ import annotations
@@ -166,6 +166,13 @@ def litenet_over_peers(rows: list[dict]) -> list[dict]:
             and (q["batch"], q["precision"]) == (r["batch"], r["precision"])]
 
 
+def save(out: str | None, result: dict) -> dict:
+    """Write the result as JSON to `out` (so far: a run cut short keeps what it measured); returns it."""
+    if out:
+        Path(out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
 def steps_mode(args) -> dict:
     import torch
     preset = load_preset(args.preset)
@@ -187,6 +194,7 @@ def steps_mode(args) -> dict:
                 row["error"] = one_line(exc)
                 print(f"batch {batch:5d}  {name:22s} failed: {row['error']}", flush=True)
                 rows.append(row)
+                save(args.out, {"rows": rows, "gpu": torch.cuda.get_device_name()})
                 continue
             floor_ms = 1e3 * step_flops(preset.model, batch) / (PEAK_TFLOPS[row["precision"]] * 1e12)
             row.update({"flop_floor_ms": floor_ms, "times_floor": row["ms_per_step"] / floor_ms})
@@ -194,11 +202,12 @@ def steps_mode(args) -> dict:
             print(f"batch {batch:5d}  {name:22s} {row['ms_per_step']:8.3f} ms/step  "
                   f"{row['memory_bytes'] / 2**20:8.1f} MiB  {row['times_floor']:6.1f}× its {row['precision']} FLOP "
                   f"floor  set-up {row['setup_seconds']:6.1f} s", flush=True)
+            save(args.out, {"rows": rows, "gpu": torch.cuda.get_device_name()})
     ratios = litenet_over_peers(rows)
     print("LiteNet's time per step over PyTorch's, same batch and precision (below 1: LiteNet ahead):")
     for r in ratios:
         print(f"batch {r['batch']:5d}  {r['litenet']:22s} / {r['peer']:18s} {r['litenet_over_peer']:6.3f}", flush=True)
-    return {"rows": rows, "litenet_over_peers": ratios, "gpu": torch.cuda.get_device_name()}
+    return save(args.out, {"rows": rows, "litenet_over_peers": ratios, "gpu": torch.cuda.get_device_name()})
 
 
 def one_time_costs(history: list[dict], reached: dict) -> dict:
@@ -311,10 +320,10 @@ def train_mode(args) -> dict:
             results[name] = {"error": one_line(exc)}
             print(f"{name:18s} failed to start: {results[name]['error']}", flush=True)
         torch.cuda.empty_cache()
-    ratios = race_ratios(results)
+        ratios = race_ratios(results)
+        save(args.out, {"epochs": train.epochs, "targets": args.targets, "runs": results, "litenet_over_peers": ratios,
+                        "gpu": torch.cuda.get_device_name()})
     print_race(results, args.targets, ratios)
-    return {"epochs": train.epochs, "targets": args.targets, "runs": results, "litenet_over_peers": ratios,
-            "gpu": torch.cuda.get_device_name()}
 
 
 def main() -> None:
@@ -346,9 +355,7 @@ def main() -> None:
             settings(name)
         except ValueError as exc:
             ap.error(str(exc))
-    result = steps_mode(args) if args.mode == "steps" else train_mode(args)
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    steps_mode(args) if args.mode == "steps" else train_mode(args)
 
 
 if __name__ == "__main__":

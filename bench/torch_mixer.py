@@ -168,7 +168,12 @@ class TorchTrainer:
         self.pad = t.crop_padding if "crop" in t.augmentations else 0
         self.cut = t.cutout_size if "cutout" in t.augmentations else 0
         self.mix = "cutmix" in t.augmentations
-        self.forward = torch.compile(self.net) if compile else self.net
+        if compile:
+            # Each compiled contender starts from empty compilation caches, with static shapes: a fixed
+            # batch, and no "automatic dynamic" graph because an earlier contender in this process took
+            # another batch size, nor a fall back to eager past the recompile limit.
+            torch._dynamo.reset()
+        self.forward = torch.compile(self.net, dynamic=False) if compile else self.net
 
     def loss(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor,
              cutouts: torch.Tensor | None = None, mixes: torch.Tensor | None = None) -> torch.Tensor:
