@@ -1,6 +1,6 @@
 """One table of LiteNet's CUDA training step time against PyTorch's CUDA-graph replay of the same step.
 
-`make bench-steps-gpu` (about 2–4 minutes on an H200).
+`make bench-steps-gpu` (about 2–4 minutes on an H200, plus the compilation of the Mixer's peer of record).
 
 Rows: the Mixer (litenet-mixer preset) and litenet-base's MLP shape (full 3072-value embedding,
 2 blocks, cross-entropy, SGD with momentum) at widths 256, 1024 and 2048 with hidden = 2 × width
