@@ -169,10 +169,11 @@ class TorchTrainer:
         self.cut = t.cutout_size if "cutout" in t.augmentations else 0
         self.mix = "cutmix" in t.augmentations
         if compile:
-            # Each compiled contender starts from empty compilation caches, with static shapes: a fixed
-            # batch, and no "automatic dynamic" graph because an earlier contender in this process took
-            # another batch size, nor a fall back to eager past the recompile limit.
-            torch._dynamo.reset()
+            # Static shapes (a fixed batch): no "automatic dynamic" graph because an earlier contender in
+            # this process took another batch size. Each batch size and precision a process times is a
+            # graph of its own; room for many, so that none falls back to eager past the limit. (Not
+            # torch._dynamo.reset(): it would drop the compiled code of any other compiled trainer alive.)
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         self.forward = torch.compile(self.net, dynamic=False) if compile else self.net
 
     def loss(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor,
