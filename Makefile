@@ -109,14 +109,14 @@ bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CU
 	$(PY) bench/bench_gpu.py --out $(NEW_RESULTS)/gpu.md
 
 .PHONY: bench-steps-gpu
-bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min, needs torch) one table: Mixer and litenet-base shape (widths 256/1024/2048) per-step ms, fp32 and TF32/BF16, vs PyTorch CUDA graphs, with FLOP/byte floors, into bench/results/new/
+bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min + the Mixer peer's compiling, needs torch) one table: Mixer and litenet-base shape (widths 256/1024/2048) per-step ms, fp32 and TF32/BF16, vs PyTorch CUDA graphs (the Mixer also vs its peer of record: torch.compile in one graph of the whole step), with FLOP/byte floors, into bench/results/new/
 	$(PY) bench/bench_steps_gpu.py --out $(NEW_RESULTS)/gpu-steps.md
 
 .PHONY: bench-mixer-gpu
-bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~10 min on an H200, needs torch) the Mixer's CUDA step, and time to 82 % on litenet-mixer-cutmix's recipe, vs PyTorch eager and torch.compile, JSON into bench/results/new/
+bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~20 min on an H200, most of it PyTorch eager's 100 epochs; needs torch) the Mixer's CUDA step, and the race to 80/82/85/88 % and final accuracy on litenet-mixer-cutmix's recipe, vs PyTorch eager and the peer of record (torch.compile in one CUDA graph of the whole step), BF16 both sides, JSON into bench/results/new/
 	$(PY) bench/bench_mixer_gpu.py steps --out $(NEW_RESULTS)/gpu-mixer-steps.json
-	$(PY) bench/bench_mixer_gpu.py train $(data_flag) --preset litenet-mixer-cutmix --epochs 100 --stop-at 0.82 \
-	  --targets 0.78 0.80 0.82 --out $(NEW_RESULTS)/gpu-mixer-train.json
+	$(PY) bench/bench_mixer_gpu.py train $(data_flag) --preset litenet-mixer-cutmix --epochs 100 \
+	  --runs litenet:bf16 torch:bf16 torch-graph:bf16 --targets 0.80 0.82 0.85 0.88 --out $(NEW_RESULTS)/gpu-mixer-train.json
 
 .PHONY: compile-kernels
 compile-kernels:  ## compile every kernels/*.cu and kernels/reference/*.cu with nvcc for sm_75 and sm_90 (syntax check; NVRTC builds at run time)

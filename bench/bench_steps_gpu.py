@@ -1,6 +1,6 @@
 """One table of LiteNet's CUDA training step time against PyTorch's CUDA-graph replay of the same step.
 
-`make bench-steps-gpu` (about 2–4 minutes on an H200).
+`make bench-steps-gpu` (about 2–4 minutes on an H200, plus the compilation of the Mixer's peer of record).
 
 Rows: the Mixer (litenet-mixer preset) and litenet-base's MLP shape (full 3072-value embedding,
 2 blocks, cross-entropy, SGD with momentum) at widths 256, 1024 and 2048 with hidden = 2 × width
@@ -10,10 +10,17 @@ BF16 for LiteNet (both are timed; the table shows the faster, the JSON both).
 Contenders, on the same GPU, same model, same initial weights, same precision:
   LiteNet   its CUDA backend (`precision` fp32 | tf32 | bf16), steps replayed from CUDA graphs; where
             the step takes wide tiles (geometry.choose_wide), also without them, for what they gain
-  PyTorch   the same training step captured once in a CUDA graph and replayed (bench/gpu_torch_twin.py
+  PyTorch graph
+            the same eager training step captured once in a CUDA graph and replayed (bench/gpu_torch_twin.py
             for the MLP; bench/torch_mixer.py's trainer for the Mixer, with capturable fused AdamW and
-            the batch read through a device step counter); fp32 with TF32 off, tf32 with TF32 on,
-            bf16 under torch.autocast(bfloat16) (TF32 on for what autocast leaves in fp32)
+            the batch read through a device step counter)
+  PyTorch compiled graph (the Mixer's rows: its peer of record, bench/torch_mixer.py's GraphedTrainer)
+            torch.compile of the model and the whole step — augmentation, forward, loss, backward, fused
+            capturable AdamW with the learning rate in a device tensor — in one CUDA graph; each step
+            copies its batch, flips, crops and learning rate into the graph's inputs and replays it.
+            Its one-time cost (compilation, warm-up, capture) is in the JSON (setup_seconds)
+PyTorch's precision: fp32 with TF32 off, tf32 with TF32 on, bf16 under torch.autocast(bfloat16) (TF32 on
+for what autocast leaves in fp32). "LiteNet ahead": faster than every PyTorch form the row times.
 Time per step: median over repeats of (CUDA-event time of a run of steps) / steps, after warm-up.
 
 Floor of a cell: the larger of (the step's matrix-product FLOPs at the H200's dense peak for the
@@ -28,7 +35,6 @@ are not counted: a fused enough step need not write them.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import sys
@@ -145,27 +151,20 @@ def _litenet_ms(model, train, params, images, labels, sched, precision, steps, r
 
 def torch_precision(precision: str):
     """Set PyTorch's matmul precision flags; returns the autocast context a step runs under."""
-    import torch
-    tf32 = precision != "fp32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    if precision == "bf16":  # no weight-cast cache: inside a graph it would hold one step's casts
-        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
-    return contextlib.nullcontext()
+    from torch_mixer import autocast, set_matmul_precision
+    set_matmul_precision(precision)
+    return autocast(precision)
 
 
 class MixerStep:
     """bench/torch_mixer.py's TorchTrainer step with the batch, flips and crops read through a device
     step counter (no host input per step, like LiteNet's), and AdamW fused and capturable."""
 
-    def __init__(self, model, train, params, images, labels, sched):
+    def __init__(self, model, train, params, images, labels, sched, precision):
         import torch
-        from torch_mixer import TorchTrainer
-        self.trainer = TorchTrainer(model, train, params, images, labels, compile=False)
-        groups = [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in self.trainer.opt.param_groups]
-        self.trainer.opt = torch.optim.AdamW(groups, lr=train.lr, betas=(train.beta1, train.beta2),
-                                             eps=train.adam_eps, fused=True, capturable=True)
+        from torch_mixer import TorchTrainer, adamw
+        self.trainer = TorchTrainer(model, train, params, images, labels, precision=precision)
+        self.trainer.opt = adamw(self.trainer.net, train, train.lr, capturable=True)
         batches, flips, crops, lrs = sched
         dev = self.trainer.images.device
         self.batches = torch.tensor(batches.astype(np.int64), device=dev)
@@ -197,10 +196,10 @@ def _torch_ms(model, train, params, images, labels, sched, precision, steps, rep
 
     batches, flips, _, lrs = sched
     if model.family == "mixer":
-        twin = MixerStep(model, train, params, images, labels, sched)
+        twin = MixerStep(model, train, params, images, labels, sched, precision)
     else:
         twin = TorchTwin(model, train, params, images, labels, batches, lrs, flips)
-    autocast = torch_precision(precision)  # after TorchTrainer, which switches TF32 on
+    autocast = torch_precision(precision)
     with autocast:
         graphed = GraphedStep(twin)  # warm-up on a side stream, then the capture, both under autocast
     for _ in range(3):
@@ -214,13 +213,46 @@ def _torch_ms(model, train, params, images, labels, sched, precision, steps, rep
     return {"ms": ms, "peak_bytes": int(torch.cuda.max_memory_allocated())}
 
 
+def bench_peer(*args) -> dict:
+    import torch
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        return _peer_ms(*args)
+    finally:  # the peer, its graph and its pool are gone with _peer_ms's frame
+        torch.cuda.empty_cache()
+
+
+def _peer_ms(model, train, params, images, labels, sched, precision, steps, repeats) -> dict:
+    """The Mixer's peer of record (torch_mixer.GraphedTrainer): each step copies its draws from the
+    schedule's device tensors into the graph's inputs and replays the graph."""
+    import torch
+    from torch_mixer import GraphedTrainer
+    peer = GraphedTrainer(model, train, params, images, labels, precision=precision)
+    dev = peer.images.device
+    batches, flips, crops = (torch.as_tensor(a, device=dev) for a in (sched[0], sched[1], sched[2].astype(np.int64)))
+    lrs, cursor = [float(lr) for lr in sched[3]], [0]
+
+    def run():
+        for _ in range(steps):
+            i = cursor[0] % len(lrs)
+            peer.step(batches[i], flips[i], crops[i], lrs[i])
+            cursor[0] += 1
+    run()  # the first replays
+    ms = median_ms(run, steps, repeats, torch_timer(torch))
+    torch.cuda.synchronize()
+    return {"ms": ms, "peak_bytes": int(torch.cuda.max_memory_allocated()),
+            "setup_seconds": round(peer.setup_seconds, 2)}
+
+
 def attempt(fn, *args) -> dict:
     """A cell's measurement, or its error: one failing contender must not lose the whole table."""
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 — reported in the table and the JSON
         traceback.print_exc()
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        message = str(exc).strip().splitlines()
+        return {"error": f"{type(exc).__name__}: {message[0] if message else ''}"}
 
 
 # -- the run ----------------------------------------------------------------------------------------
@@ -230,7 +262,11 @@ def main(argv=None) -> None:
     parser.add_argument("--out", help="write the table (Markdown) here, and every number as .json beside it")
     parser.add_argument("--widths", type=int, nargs="*", default=list(WIDTHS))
     parser.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
-    parser.add_argument("--no-mixer", action="store_true", help="the MLP rows only")
+    rows = parser.add_mutually_exclusive_group()
+    rows.add_argument("--no-mixer", action="store_true", help="the MLP rows only")
+    rows.add_argument("--mixer-only", action="store_true", help="the Mixer's rows only")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="without the Mixer's peer of record (torch.compile in one CUDA graph of the whole step)")
     parser.add_argument("--litenet-only", action="store_true",
                         help="LiteNet's times alone (no PyTorch, no step without wide tiles): kernel variants")
     parser.add_argument("--steps", type=int, default=24,
@@ -245,7 +281,8 @@ def main(argv=None) -> None:
     images = rng.integers(0, 256, (DATASET, 32, 32, 3), dtype=np.uint8)
     labels = rng.integers(0, 10, DATASET).astype(np.uint8)
     cells = []
-    for name, model, preset_train in models(args.widths)[1 if args.no_mixer else 0:]:
+    rows = models(args.widths)
+    for name, model, preset_train in rows[:1] if args.mixer_only else rows[1 if args.no_mixer else 0:]:
         for batch in args.batches:
             train = override(preset_train, {"batch_size": batch})
             params = init_params(model, train.seed)
@@ -262,6 +299,9 @@ def main(argv=None) -> None:
                         "precision": precision, "litenet": litenet[precision],
                         "torch_graph": ({"error": "not run (--litenet-only)"} if args.litenet_only
                                         else attempt(bench_torch, *run, precision, args.steps, args.repeats)),
+                        "torch_peer": ({"error": "not run (--litenet-only)"} if args.litenet_only
+                                       else attempt(bench_peer, *run, precision, args.steps, args.repeats))
+                        if model.family == "mixer" and not args.no_peer else {},
                         "floor": floor_ms(model, train, batch, precision)}
                 others = [p for p in ("tf32", "bf16") if p != precision and p in litenet] if precision != "fp32" else []
                 no_wide = ("fp32" if precision == "fp32" else "bf16") + NO_WIDE  # TF32 has no wide tiles: BF16's
@@ -295,46 +335,66 @@ def save(out: str | None, result: dict) -> str:
 
 
 def _ms(m: dict) -> str:
-    return f"{m['ms']:.3f}" if "ms" in m else "error"
+    return f"{m['ms']:.3f}" if "ms" in m else ("error" if "error" in m else "—")
 
 
 def _times(m: dict, floor: dict) -> str:
     return f"{m['ms'] / floor['ms']:.1f}" if "ms" in m else "—"
 
 
+def peers(cell: dict) -> dict:
+    """The PyTorch forms the cell timed: name → measurement (the Mixer's rows have the peer of record too)."""
+    return {who: cell[who] for who in ("torch_graph", "torch_peer") if who in cell and "ms" in cell[who]}
+
+
 def line(cell: dict) -> str:
-    ln, pt = cell["litenet"], cell["torch_graph"]
-    return (f"{cell['model']:38s} B={cell['batch']:5d} {cell['precision']}: LiteNet {_ms(ln)} ms, "
-            f"PyTorch graph {_ms(pt)} ms, floor {cell['floor']['ms']:.3f} ms ({cell['floor']['bound']})")
+    def ms(m):
+        return f"{_ms(m)} ms" if "ms" in m else _ms(m)
+    peer = f", compiled graph {ms(cell['torch_peer'])}" if cell.get("torch_peer") else ""
+    return (f"{cell['model']:38s} B={cell['batch']:5d} {cell['precision']}: LiteNet {ms(cell['litenet'])}, "
+            f"PyTorch graph {ms(cell['torch_graph'])}{peer}, floor {cell['floor']['ms']:.3f} ms ({cell['floor']['bound']})")
 
 
 def render(result: dict) -> str:
     lines = [(f"Per-step time on {result['gpu']} (CuPy {result['cupy']}, PyTorch {result['torch']}): median of "
               f"{result['repeats']} CUDA-event timings of {result['steps']} steps; whole run {result['seconds']:.0f} s."),
              "",
-             ("| model | batch | precision | LiteNet ms | PyTorch graph ms | PyTorch / LiteNet | LiteNet ahead "
-              "| floor ms (FLOP / bytes) | LiteNet × floor | PyTorch × floor |"),
-             "|---|---:|---|---:|---:|---:|:-:|---:|---:|---:|"]
+             ("| model | batch | precision | LiteNet ms | PyTorch graph ms | PyTorch compiled graph ms "
+              "| PyTorch / LiteNet | LiteNet ahead | floor ms (FLOP / bytes) | LiteNet × floor | PyTorch × floor |"),
+             "|---|---:|---|---:|---:|---:|---:|:-:|---:|---:|---:|"]
     for c in result["cells"]:
-        ln, pt, fl = c["litenet"], c["torch_graph"], c["floor"]
-        both = "ms" in ln and "ms" in pt
-        ratio = f"{pt['ms'] / ln['ms']:.2f}" if both else "—"
-        ahead = ("yes" if pt["ms"] > ln["ms"] else "**no**") if both else "—"
+        ln, fl, timed = c["litenet"], c["floor"], peers(c)
+        best = min((m["ms"] for m in timed.values()), default=None)
+        both = "ms" in ln and best is not None
+        ratio = " / ".join(f"{m['ms'] / ln['ms']:.2f}" for m in timed.values()) if "ms" in ln and timed else "—"
+        ahead = ("yes" if best > ln["ms"] else "**no**") if both else "—"
+        if both and any("error" in c.get(who, {}) for who in ("torch_graph", "torch_peer")):
+            ahead += " †"  # of the forms timed: one failed
         precision = c["precision"].upper() if c["precision"] != "fp32" else "fp32"
         if "litenet_other" in c:
             precision += " (" + "; ".join(f"{OTHER_LABELS[k]} {_ms(m)}" for k, m in c["litenet_other"].items()) + ")"
-        lines.append(f"| {c['model']} | {c['batch']} | {precision} | {_ms(ln)} | {_ms(pt)} | {ratio} | {ahead} "
+        lines.append(f"| {c['model']} | {c['batch']} | {precision} | {_ms(ln)} | {_ms(c['torch_graph'])} "
+                     f"| {_ms(c.get('torch_peer', {}))} | {ratio} | {ahead} "
                      f"| **{fl['ms']:.3f}** ({fl['flop_ms']:.3f} / {fl['byte_ms']:.4f}) | {_times(ln, fl)} "
-                     f"| {_times(pt, fl)} |")
+                     f"| {' / '.join(_times(m, fl) for m in timed.values()) or '—'} |")
     errors = [(c["model"], c["batch"], c["precision"], who, c[who]["error"])
-              for c in result["cells"] for who in ("litenet", "torch_graph") if "error" in c[who]]
-    lines += ["", ("Floor: the larger of the step's matrix-product FLOPs at the dense peak of its precision "
+              for c in result["cells"] for who in ("litenet", "torch_graph", "torch_peer")
+              if "error" in c.get(who, {})]
+    setups = [f"{c['model']}, batch {c['batch']}, {c['precision']}: {c['torch_peer']['setup_seconds']:.1f} s"
+              for c in result["cells"] if "setup_seconds" in c.get("torch_peer", {})]
+    lines += ["", ("PyTorch graph: the eager step captured in one CUDA graph. PyTorch compiled graph (the Mixer's "
+                   "peer of record): torch.compile of the model and the whole step in one CUDA graph, each step's "
+                   "draws copied in. PyTorch / LiteNet and PyTorch × floor: for each PyTorch form the row timed, in "
+                   "that order; LiteNet ahead: faster than all of them († of those timed: another failed, see Errors)."),
+              "", ("Floor: the larger of the step's matrix-product FLOPs at the dense peak of its precision "
                    "(fp32 67, TF32 494, BF16 989 TFLOP/s) and its unavoidable bytes (images once; optimiser state "
                    "24 B/parameter for SGD with momentum, 32 for AdamW) at 4.8 TB/s. The precision column names, "
                    "in brackets, LiteNet's time in the other tensor-core precision (the row shows the faster) and, "
                    "where the step takes wide (fp32 256 × 128, BF16 128 × 128) tiles for its large products, "
                    "its time without them "
                    "(geometry.choose_wide; 64-row tiles, or tall ones where choose_tall picks them).")]
+    if setups:
+        lines += ["", "The peer of record's one-time cost (compilation, warm-up, capture): " + "; ".join(setups) + "."]
     if errors:
         lines += ["", "Errors:"] + [f"- {m}, batch {b}, {p}, {who}: {e}" for m, b, p, who, e in errors]
     return "\n".join(lines)

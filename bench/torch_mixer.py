@@ -1,5 +1,6 @@
-"""The LiteNet-Mixer and its recipe written as a PyTorch user would: the peer bench_mixer_gpu.py measures
-LiteNet's kernels against, on the same GPU, in eager mode and under torch.compile, TF32 on.
+"""The LiteNet-Mixer and its recipe written as a PyTorch user would: the peers bench_mixer_gpu.py and
+bench_steps_gpu.py measure LiteNet's kernels against, on the same GPU, in LiteNet's precision (fp32 with
+TF32 off, tf32, or bf16 under autocast).
 
 Same network (litenet.graph.mixer_ops: patches → linear embedding → blocks of [LayerNorm → MLP
 across the patches (a Linear on the transposed tensor)] and [LayerNorm → MLP across the channels],
@@ -8,9 +9,15 @@ litenet.model.init_params), AdamW with no decay on biases and LayerNorm's γ and
 smoothing, warm-up then cosine per step. The training set lives on the GPU as uint8 and the
 augmentation (random crop of the reflect-padded image, flip, cutout, CutMix) runs there, from the same
 per-epoch offsets, flips, cutout centres and CutMix boxes LiteNet's schedule draws.
+
+TorchTrainer: the eager step (optionally its forward under torch.compile). GraphedTrainer: the peer of
+record — torch.compile's forward and the whole step in one CUDA graph, fused capturable AdamW.
 """
 
 from __future__ import annotations
+
+import contextlib
+import time
 
 import numpy as np
 import torch
@@ -19,6 +26,8 @@ import torch.nn.functional as F
 
 from litenet.model import MixerConfig, TrainConfig, param_views
 from litenet.train.augment import CUTOUT_FILL
+
+PRECISIONS = ("fp32", "tf32", "bf16")  # LiteNet's TrainConfig.precision values
 
 
 class Block(nn.Module):
@@ -97,46 +106,89 @@ def _crop_flip_cutout(images_u8, index, flips, crops, pad, cutouts, cut):
     low = cutouts.long() - cut // 2  # (B, 2)
     inside = (steps >= low[:, :, None]) & (steps < low[:, :, None] + cut)  # (B, 2, 32): rows, columns
     square = inside[:, 0, :, None] & inside[:, 1, None, :]
-    return torch.where(square[:, :, :, None], torch.tensor(CUTOUT_FILL / 255.0, device=x.device), x)
+    return torch.where(square[:, :, :, None], CUTOUT_FILL / 255.0, x)  # a scalar, not a tensor: no host copy in a graph
+
+
+def set_matmul_precision(precision: str) -> None:
+    """PyTorch's float32 matrix-product flags for one of LiteNet's precisions: fp32 with TF32 off (both
+    sides multiply in full fp32), TF32 on for tf32, and for bf16 too (for what autocast leaves in fp32)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    tf32 = precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def autocast(precision: str, device_type: str = "cuda"):
+    """The context a step's forward and loss run under: BF16 autocast for bf16, nothing otherwise. No
+    weight-cast cache: inside a CUDA graph it would hold one step's casts."""
+    if precision == "bf16":
+        return torch.autocast(device_type, dtype=torch.bfloat16, cache_enabled=False)
+    return contextlib.nullcontext()
+
+
+def recipe_loss(z: torch.Tensor, labels: torch.Tensor, mixes: torch.Tensor | None, smoothing: float) -> torch.Tensor:
+    """Label-smoothed cross-entropy; with CutMix, each image's loss against its own label and its partner's,
+    weighed by the box's area."""
+    if mixes is None:
+        return F.cross_entropy(z, labels, label_smoothing=smoothing)
+    partner = mixes[:, 0]
+    share = torch.where(partner >= 0, (mixes[:, 3] - mixes[:, 1]) * (mixes[:, 4] - mixes[:, 2]) / 1024.0, 0.0)
+    own = F.cross_entropy(z, labels, label_smoothing=smoothing, reduction="none")
+    theirs = F.cross_entropy(z, labels[partner.clamp(min=0)], label_smoothing=smoothing, reduction="none")
+    return ((1.0 - share) * own + share * theirs).mean()
+
+
+def adamw(net: nn.Module, t: TrainConfig, lr: float | torch.Tensor, capturable: bool = False) -> torch.optim.AdamW:
+    """Fused AdamW with the recipe's decay: on the matrices alone (decay="weights") or on the rest alone."""
+    matrix = {n: n.endswith(".weight") and p.ndim == 2 for n, p in net.named_parameters()}
+    decay = [p for n, p in net.named_parameters() if matrix[n]]
+    other = [p for n, p in net.named_parameters() if not matrix[n]]
+    on_weights = t.decay == "weights"
+    return torch.optim.AdamW([{"params": decay, "weight_decay": t.weight_decay if on_weights else 0.0},
+                              {"params": other, "weight_decay": 0.0 if on_weights else t.weight_decay}],
+                             lr=lr, betas=(t.beta1, t.beta2), eps=t.adam_eps, fused=True, capturable=capturable)
 
 
 class TorchTrainer:
-    """AdamW training of TorchMixer; `step(index, flips, crops, lr)` is one training step."""
+    """AdamW training of TorchMixer, eager (or its forward under torch.compile); `step(index, flips, crops, lr,
+    cutouts, mixes)` is one training step from device tensors of the step's draws. `precision`: fp32 (TF32
+    off), tf32, or bf16 (autocast), as set_matmul_precision and autocast say."""
 
     def __init__(self, m: MixerConfig, t: TrainConfig, params: np.ndarray, images: np.ndarray, labels: np.ndarray,
-                 compile: bool = False, device: str = "cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-        self.m, self.t = m, t
+                 compile: bool = False, device: str = "cuda", precision: str = "tf32"):
+        set_matmul_precision(precision)
+        self.m, self.t, self.precision = m, t, precision
         self.net = TorchMixer(m).to(device)
         self.net.load_litenet(params)
-        decay = [p for n, p in self.net.named_parameters() if n.endswith(".weight") and p.ndim == 2]
-        other = [p for n, p in self.net.named_parameters() if not (n.endswith(".weight") and p.ndim == 2)]
-        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": t.weight_decay if t.decay == "weights" else 0},
-                                      {"params": other, "weight_decay": 0.0 if t.decay == "weights" else t.weight_decay}],
-                                     lr=t.lr, betas=(t.beta1, t.beta2), eps=t.adam_eps, fused=True)
+        self.opt = adamw(self.net, t, t.lr)
         self.images = torch.tensor(images, device=device)
         self.labels = torch.tensor(labels.astype(np.int64), device=device)
         self.pad = t.crop_padding if "crop" in t.augmentations else 0
         self.cut = t.cutout_size if "cutout" in t.augmentations else 0
         self.mix = "cutmix" in t.augmentations
-        self.forward = torch.compile(self.net) if compile else self.net
+        if compile:
+            # Static shapes (a fixed batch): no "automatic dynamic" graph because an earlier contender in
+            # this process took another batch size. Each batch size and precision a process times is a
+            # graph of its own; room for many, so that none falls back to eager past the limit. (Not
+            # torch._dynamo.reset(): it would drop the compiled code of any other compiled trainer alive.)
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        self.forward = torch.compile(self.net, dynamic=False) if compile else self.net
+
+    def loss(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor,
+             cutouts: torch.Tensor | None = None, mixes: torch.Tensor | None = None) -> torch.Tensor:
+        """The step's loss: the batch augmented from its draws, the forward and the loss in the precision."""
+        mixes = mixes if self.mix else None
+        x = augment(self.images, index, flips, crops, self.pad, cutouts, self.cut, mixes)
+        with autocast(self.precision, self.images.device.type):
+            return recipe_loss(self.forward(x), self.labels.index_select(0, index), mixes, self.t.label_smoothing)
 
     def step(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, lr: float,
              cutouts: torch.Tensor | None = None, mixes: torch.Tensor | None = None) -> torch.Tensor:
         for group in self.opt.param_groups:
             group["lr"] = lr
-        mixes = mixes if self.mix else None
-        x = augment(self.images, index, flips, crops, self.pad, cutouts, self.cut, mixes)
-        z, labels = self.forward(x), self.labels.index_select(0, index)
-        if mixes is None:
-            loss = F.cross_entropy(z, labels, label_smoothing=self.t.label_smoothing)
-        else:  # CutMix: each image's loss against its own label and its partner's, weighed by the box's area
-            partner, eps = mixes[:, 0], self.t.label_smoothing
-            share = torch.where(partner >= 0, (mixes[:, 3] - mixes[:, 1]) * (mixes[:, 4] - mixes[:, 2]) / 1024.0, 0.0)
-            own = F.cross_entropy(z, labels, label_smoothing=eps, reduction="none")
-            theirs = F.cross_entropy(z, labels[partner.clamp(min=0)], label_smoothing=eps, reduction="none")
-            loss = ((1.0 - share) * own + share * theirs).mean()
+        loss = self.loss(index, flips, crops, cutouts, mixes)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
@@ -144,8 +196,97 @@ class TorchTrainer:
 
     @torch.no_grad()
     def logits(self, images: np.ndarray, batch: int = 1000) -> np.ndarray:
+        """Test-set logits by the eager network (no compilation for a new batch shape) in the precision."""
         out = []
         for i in range(0, len(images), batch):
             x = torch.tensor(images[i:i + batch], device=self.images.device).float() / 255.0
-            out.append(self.forward(x).float().cpu().numpy())
+            with autocast(self.precision, self.images.device.type):
+                out.append(self.net(x).float().cpu().numpy())
         return np.concatenate(out)
+
+
+class GraphedTrainer(TorchTrainer):
+    """The peer of record: the step as a speed-minded PyTorch user writes it. The forward under
+    torch.compile (default mode) and the WHOLE step — augmentation from the step's draws, forward, loss,
+    backward, fused capturable AdamW with the learning rate in a device tensor — captured once in one
+    CUDA graph (PyTorch's whole-network capture: warm-up on a side stream, then the capture); each step
+    copies its draws and learning rate into the graph's static inputs and replays it.
+
+    The warm-up steps run at learning rate 0 on placeholder draws, and the weights and AdamW's state are
+    put back after the capture, so training starts from the same point as every other contender's. The
+    construction (compilation, warm-up, capture) is the one-time cost: `setup_seconds`.
+
+    graph=False, compile=False run the same step eagerly on any device (what the tests hold against
+    TorchTrainer)."""
+
+    def __init__(self, m: MixerConfig, t: TrainConfig, params: np.ndarray, images: np.ndarray, labels: np.ndarray,
+                 precision: str = "bf16", device: str = "cuda", compile: bool = True, graph: bool = True,
+                 warmup: int = 3):
+        started = time.perf_counter()
+        super().__init__(m, t, params, images, labels, compile=compile, device=device, precision=precision)
+        dev, batch = self.images.device, t.batch_size
+        self.lr = torch.tensor(float(t.lr), device=dev)
+        self.opt = adamw(self.net, t, self.lr, capturable=graph)  # capturable: only CUDA has it
+        self.static_index = torch.zeros(batch, dtype=torch.int64, device=dev)
+        self.static_flips = torch.zeros(batch, dtype=torch.bool, device=dev)
+        self.static_crops = torch.zeros(batch, 2, dtype=torch.int64, device=dev)
+        self.static_cutouts = torch.zeros(batch, 2, dtype=torch.int64, device=dev) if self.cut else None
+        no_box = torch.tensor([-1, 0, 0, 0, 0], dtype=torch.int64, device=dev)  # partner −1: nothing mixed in
+        self.static_mixes = no_box.repeat(batch, 1) if self.mix else None
+        self.graph = None
+        if graph:
+            self.graph, self.static_loss = self._capture(warmup)
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        self.setup_seconds = time.perf_counter() - started
+
+    def step(self, index: torch.Tensor, flips: torch.Tensor, crops: torch.Tensor, lr: float,
+             cutouts: torch.Tensor | None = None, mixes: torch.Tensor | None = None) -> torch.Tensor:
+        """Copies the step's draws and learning rate into the graph's inputs and replays it; returns the
+        loss (the graph's output: the next step overwrites it)."""
+        self.static_index.copy_(index)
+        self.static_flips.copy_(flips)
+        self.static_crops.copy_(crops)
+        for static, draw, name in ((self.static_cutouts, cutouts, "cutouts"), (self.static_mixes, mixes, "mixes")):
+            if static is not None:
+                if draw is None:
+                    raise ValueError(f"the recipe draws {name}: step needs them")
+                static.copy_(draw)
+        self.lr.fill_(lr)
+        if self.graph is not None:
+            self.graph.replay()
+            return self.static_loss
+        self.opt.zero_grad(set_to_none=True)
+        return self._whole_step()
+
+    def _whole_step(self) -> torch.Tensor:
+        """What the graph holds: from the static inputs to the updated weights."""
+        loss = self.loss(self.static_index, self.static_flips, self.static_crops, self.static_cutouts,
+                         self.static_mixes)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+    def _capture(self, warmup: int):
+        """Warm-up (compilation, AdamW's state) on a side stream, then the capture; the warm-up undone."""
+        params = list(self.net.parameters())
+        initial = [p.detach().clone() for p in params]
+        self.lr.fill_(0.0)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                self.opt.zero_grad(set_to_none=True)
+                self._whole_step()
+        torch.cuda.current_stream().wait_stream(side)
+        self.opt.zero_grad(set_to_none=True)  # the backward in the graph allocates the gradients from its pool
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            loss = self._whole_step()
+        with torch.no_grad():  # in place: the graph reads these very tensors
+            for p, p0 in zip(params, initial):
+                p.copy_(p0)
+            for state in self.opt.state.values():
+                for value in state.values():
+                    value.zero_()
+        return graph, loss
