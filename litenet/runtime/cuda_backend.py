@@ -150,6 +150,7 @@ class CudaInference(Backend):
         self.dev, self.precision, self.mode, self.graphs = device, precision, mode, graphs
         self.chunk = max(1, chunk)
         self._runs: OrderedDict[int, object] = OrderedDict()
+        self.kernel_preparation = None  # what the latest new batch size's kernels cost (gpu/kernel_cache.py)
 
     def mode_for(self, batch: int) -> str:
         if self.family in ("mixer", "layers") or self.mode != "auto":
@@ -168,6 +169,8 @@ class CudaInference(Backend):
                 run = ForwardRun(self.model, self.params, self.dev, batch)
             else:
                 run = plan_batch(self.net, batch, self.mode_for(batch), self.fused_grid)
+            # its kernels compiled (in parallel where the cache lacks them) and loaded before the first launch
+            self.kernel_preparation = self.dev.prepare(launch.kernel for launch in run.launches)
             self._runs[batch] = run
             while len(self._runs) > KEPT_SIZES:
                 self._runs.popitem(last=False)
