@@ -112,6 +112,10 @@ bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CU
 bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min, needs torch) one table: Mixer and litenet-base shape (widths 256/1024/2048) per-step ms, fp32 and TF32/BF16, vs PyTorch CUDA graphs, with FLOP/byte floors, into bench/results/new/
 	$(PY) bench/bench_steps_gpu.py --out $(NEW_RESULTS)/gpu-steps.md
 
+.PHONY: bench-startup
+bench-startup: $(GPU_VENV_DEPS) data  ## (~1-3 min, 1 GPU) a CUDA training process's start to its first step, empty kernel cache vs full (litenet-mixer BF16, litenet-base), and a short litenet train of each, into bench/results/new/
+	$(PY) bench/bench_startup_gpu.py --train $(data_flag) --out $(NEW_RESULTS)/startup.md
+
 .PHONY: bench-mixer-gpu
 bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~10 min on an H200, needs torch) the Mixer's CUDA step, and time to 82 % on litenet-mixer-cutmix's recipe, vs PyTorch eager and torch.compile, JSON into bench/results/new/
 	$(PY) bench/bench_mixer_gpu.py steps --out $(NEW_RESULTS)/gpu-mixer-steps.json
