@@ -80,8 +80,8 @@ def first_error(log: str) -> str:
 @dataclass(frozen=True)
 class Preparation:
     """What making a step's kernels ready cost: `files` kernel files, `compiled` of them by NVRTC on
-    `workers` threads (None: by CuPy's own compiler, one by one), `seconds` in all (compiling and loading),
-    `compile_seconds` the sum of each file's own compile time (≈ seconds × workers when they overlap)."""
+    `workers` threads (None: by CuPy's own compiler, one by one), `seconds` of wall time in all (compiling
+    and loading), `compile_seconds` the CPU time of the compiles summed: over `seconds`, how many ran at once."""
 
     files: int
     compiled: int | None
@@ -133,7 +133,7 @@ class KernelCache:
 
     def compile_missing(self, files) -> tuple[int, int, float]:
         """Compile every file of `files` the cache lacks, each once, on parallel threads.
-        Returns (files compiled, threads used, the sum of their compile times)."""
+        Returns (files compiled, threads used, the CPU seconds of their compiles summed)."""
         missing = {}
         for file in files:
             path = self.path(file)
@@ -152,14 +152,15 @@ class KernelCache:
         return len(missing), workers, seconds
 
     def _compile(self, file: str, path: Path) -> float:
-        """Compile one file into `path` (atomically); returns the seconds it took."""
-        started = time.perf_counter()
+        """Compile one file into `path` (atomically); returns the CPU seconds the compile took on this thread
+        (CPU, not wall time: a compile waiting on a lock inside NVRTC would count as parallel otherwise)."""
+        started = time.thread_time()
         name = f"{Path(file).name}.cu"
         try:
             cubin = self.compile(self.read(file), name, self.options)
         except NvrtcFailure as failure:
             raise KernelCompileError(self._refusal(file, path, failure.log)) from None
-        seconds = time.perf_counter() - started
+        seconds = time.thread_time() - started
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".partial", dir=self.folder)
