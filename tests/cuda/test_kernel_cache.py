@@ -128,3 +128,35 @@ def test_preparation_lines():
     assert "CuPy" in Preparation(5, None, 1, 9.0).describe()
     assert Preparation(2, 1, 1, 1.23456, 1.0, "sm_90a").record() == {
         "files": 2, "compiled": 1, "workers": 1, "seconds": 1.235, "compile_seconds": 1.0, "target": "sm_90a"}
+
+
+def nvcc_cubin(source: str, name: str, options: tuple) -> bytes:
+    """nvcc in NVRTC's place (this machine has no GPU, so no NVRTC through CuPy): the same source, the
+    options nvcc shares with NVRTC, a cubin or the compiler's log."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    shared = [o for o in options if o.startswith(("-std=", "-arch=", "-ftz="))]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / name
+        src.write_text(source)
+        run = subprocess.run(["nvcc", "--cubin", *shared, "-o", str(src.with_suffix(".cubin")), str(src)],
+                             capture_output=True, text=True)
+        if run.returncode:
+            raise NvrtcFailure(run.stderr)
+        return src.with_suffix(".cubin").read_bytes()
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc is not installed")
+def test_real_compiler_through_the_cache(tmp_path):
+    """Real kernel files (headers inlined) through the parallel path with nvcc standing in for NVRTC: ELF
+    cubins for sm_90a, and a real compiler's error as the one line."""
+    c = KernelCache("sm_90a", (12, 4), ("-std=c++14", "-ftz=true"), compile=nvcc_cubin, root=tmp_path)
+    assert c.compile_missing(("gelu", "loss"))[0] == 2
+    assert all(c.path(f).read_bytes()[:4] == b"\x7fELF" for f in ("gelu", "loss"))
+    broken = KernelCache("sm_90a", (12, 4), ("-std=c++14",), compile=nvcc_cubin, root=tmp_path,
+                         read=lambda f: sources.read_source(f) + "\nint broken = undefined_name;\n")
+    with pytest.raises(KernelCompileError, match=r'^NVRTC 12\.4 could not compile kernels/gelu\.cu for sm_90a: '
+                                                 r'.*error.*undefined_name[^\n]*$'):
+        broken.compile_missing(("gelu",))
