@@ -43,7 +43,7 @@ def cubin_target(major: int, minor: int, nvrtc_version: tuple[int, int], support
     """The target LiteNet compiles its cubins for: the arch-specific one where there is one, else the newest
     sm_<major><m> this NVRTC knows with m ≤ minor (a cubin runs on later minor versions of its major: an
     sm_86 cubin on an sm_89 GPU). None where NVRTC knows none (or is older than 11.2, which cannot list its
-    targets): CuPy then compiles, to PTX that the driver finishes."""
+    targets): CuPy then compiles the source itself (RawModule(code=…), its own cache)."""
     special = arch_specific_target(major, minor, nvrtc_version)
     if special:
         return special

@@ -35,7 +35,7 @@ SUPPORTED_12_4 = (50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90)
     (8, 9, (12, 4), SUPPORTED_12_4, "sm_89"),
     (8, 9, (11, 4), (35, 50, 60, 61, 70, 75, 80, 86), "sm_86"),  # an sm_86 cubin runs on sm_89
     (6, 1, (12, 4), SUPPORTED_12_4, "sm_61"),
-    (12, 0, (12, 4), SUPPORTED_12_4, None),  # newer than this NVRTC: CuPy's PTX, finished by the driver
+    (12, 0, (12, 4), SUPPORTED_12_4, None),  # newer than this NVRTC knows: CuPy's own route
     (8, 6, (11, 1), (), None),  # NVRTC 11.1 cannot list its targets
 ])
 def test_cubin_target(monkeypatch, major, minor, nvrtc, supported, want):
