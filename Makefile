@@ -112,6 +112,10 @@ bench-gpu: $(GPU_VENV_DEPS)  ## time LiteNet's CUDA step vs PyTorch eager and CU
 bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min + the Mixer peer's compiling, needs torch) one table: Mixer and litenet-base shape (widths 256/1024/2048) per-step ms, fp32 and TF32/BF16, vs PyTorch CUDA graphs (the Mixer also vs its peer of record: torch.compile in one graph of the whole step), with FLOP/byte floors, into bench/results/new/
 	$(PY) bench/bench_steps_gpu.py --out $(NEW_RESULTS)/gpu-steps.md
 
+.PHONY: bench-startup
+bench-startup: $(GPU_VENV_DEPS) data  ## (~1-3 min, 1 GPU) a CUDA training process's start to its first step, empty kernel cache vs full (litenet-mixer BF16, litenet-base), and a short litenet train of each, into bench/results/new/
+	$(PY) bench/bench_startup_gpu.py --train $(data_flag) --out $(NEW_RESULTS)/startup.md
+
 .PHONY: bench-mixer-gpu
 bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~20 min on an H200, most of it PyTorch eager's 100 epochs; needs torch) the Mixer's CUDA step, and the race to 80/82/85/88 % and final accuracy on litenet-mixer-cutmix's recipe, vs PyTorch eager and the peer of record (torch.compile in one CUDA graph of the whole step), BF16 both sides, JSON into bench/results/new/
 	$(PY) bench/bench_mixer_gpu.py steps --out $(NEW_RESULTS)/gpu-mixer-steps.json

@@ -3,30 +3,33 @@ one non-blocking stream for everything, graph capture, copies and memory figures
 
 The backend talks only to this small interface, so the tests can swap in a CPU emulator
 (tests/cuda/emulator) and run the whole backend — graph replay included — without a GPU.
-Works with cupy-cuda11x, -12x and -13x: only RawModule, Stream capture and memGetInfo are used.
+Works with cupy-cuda11x, -12x and -13x: only RawModule, CuPy's NVRTC binding, Stream capture and memGetInfo
+are used. The compiled kernels are kept by kernel_cache.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-from pathlib import Path
+import time
 
 import numpy as np
 
 from litenet.gpu import sources
+from litenet.gpu.kernel_cache import KernelCache, Preparation
 from litenet.gpu.launch import THREADS
 
 # -std=c++14 is the newest standard every NVRTC LiteNet supports (CUDA 11.0 onwards) accepts.
 # LITENET_NVRTC_LINEINFO=1 adds -lineinfo: source lines for a profiler (Nsight Compute's stall
 # sampling by line); it does not change optimisation (ptxas sm_90: the same registers for every kernel).
 NVRTC_OPTIONS = ("-std=c++14",) + (("-lineinfo",) if os.environ.get("LITENET_NVRTC_LINEINFO") == "1" else ())
+# What CuPy adds for its own builds (flush denormals to zero, device code by default): LiteNet's cubins
+# compile as CuPy's RawModule(code=…) would.
+CUPY_BUILD_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 
 # GPUs whose fastest instructions exist only in an arch-specific target: Hopper's wgmma (kernels/wgmma.cuh,
 # the wide BF16 tile's product) is compiled for sm_90a alone, which runs on compute capability 9.0 and
-# nothing else. CuPy's RawModule always names the plain target (sm_90), so for these LiteNet asks NVRTC
-# (12.0 or newer) for the cubin itself. LITENET_ARCH_SPECIFIC=0 keeps the plain target (the kernels
-# then take their sm_80 paths: for comparisons on the same GPU).
+# nothing else (NVRTC 12.0 or newer). LITENET_ARCH_SPECIFIC=0 keeps the plain target (the kernels then
+# take their sm_80 paths: for comparisons on the same GPU).
 ARCH_SPECIFIC = {(9, 0): "sm_90a"}
 
 
@@ -36,35 +39,18 @@ def arch_specific_target(major: int, minor: int, nvrtc_version: tuple[int, int])
     return ARCH_SPECIFIC.get((major, minor))
 
 
-def compile_for_target(source: str, target: str) -> Path:
-    """The cubin of `source` for `target` (e.g. sm_90a), compiled by NVRTC once and kept beside CuPy's
-    kernel cache (CUPY_CACHE_DIR, else ~/.cupy/kernel_cache) under a name from the source, the options,
-    the target and the NVRTC version. Written atomically: a concurrent or interrupted run leaves no torn
-    file. The options are CuPy's for its own builds (-ftz=true and device code by default), so both
-    routes compile alike."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    options = NVRTC_OPTIONS + ("-ftz=true", "--device-as-default-execution-space", f"-arch={target}")
-    version = tuple(nvrtc.getVersion())
-    key = hashlib.sha256(repr((source, options, version)).encode()).hexdigest()[:32]
-    cache = Path(os.environ.get("CUPY_CACHE_DIR", "~/.cupy/kernel_cache")).expanduser() / f"litenet-{target}"
-    path = cache / f"{key}.cubin"
-    if path.exists():
-        return path
-    program = nvrtc.createProgram(source, "litenet.cu", (), ())
-    try:
-        try:
-            nvrtc.compileProgram(program, options)
-        except nvrtc.NVRTCError as exc:
-            raise RuntimeError(f"NVRTC could not compile for {target}:\n{nvrtc.getProgramLog(program)}") from exc
-        cubin = nvrtc.getCUBIN(program)
-    finally:
-        nvrtc.destroyProgram(program)
-    cache.mkdir(parents=True, exist_ok=True)
-    partial = cache / f"{key}.{os.getpid()}.partial"
-    partial.write_bytes(cubin)
-    os.replace(partial, path)
-    return path
+def cubin_target(major: int, minor: int, nvrtc_version: tuple[int, int], supported: tuple[int, ...]) -> str | None:
+    """The target LiteNet compiles its cubins for: the arch-specific one where there is one, else the newest
+    sm_<major><m> this NVRTC knows with m ≤ minor (a cubin runs on later minor versions of its major: an
+    sm_86 cubin on an sm_89 GPU). None where NVRTC knows none (or is older than 11.2, which cannot list its
+    targets): CuPy then compiles the source itself (RawModule(code=…), its own cache)."""
+    special = arch_specific_target(major, minor, nvrtc_version)
+    if special:
+        return special
+    if nvrtc_version < (11, 2):
+        return None
+    fits = [arch for arch in supported if arch // 10 == major and arch % 10 <= minor]
+    return f"sm_{max(fits)}" if fits else None
 
 
 class CupyDevice:
@@ -72,6 +58,7 @@ class CupyDevice:
 
     def __init__(self):
         import cupy
+        from cupy_backends.cuda.libs import nvrtc
 
         self.cp = self.xp = cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -81,21 +68,43 @@ class CupyDevice:
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.sm_count = int(props["multiProcessorCount"])
         self.capability = f"sm_{props['major']}{props['minor']}"
-        from cupy_backends.cuda.libs import nvrtc
-        self.target = arch_specific_target(props["major"], props["minor"], tuple(nvrtc.getVersion()))
+        version = tuple(nvrtc.getVersion())
+        try:
+            supported = tuple(nvrtc.getSupportedArchs())
+        except (AttributeError, RuntimeError):  # a CuPy or NVRTC without the query
+            supported = ()
+        self.target = cubin_target(props["major"], props["minor"], version, supported)
+        self.cache = KernelCache(self.target, version, NVRTC_OPTIONS + CUPY_BUILD_OPTIONS) if self.target else None
+
+    def _module(self, file: str):
+        """The loaded module of kernels/<file>.cu: LiteNet's cubin (compiled now if the cache lacks it), or,
+        where LiteNet has no target for this GPU, CuPy's build of the source."""
+        if file not in self._modules:
+            if self.cache is not None:
+                self._modules[file] = self.cp.RawModule(path=str(self.cache.cubin(file)))
+            else:
+                self._modules[file] = self.cp.RawModule(code=sources.read_source(file), options=NVRTC_OPTIONS)
+        return self._modules[file]
 
     def kernel(self, name: str):
-        """The compiled kernel `name` (its file is compiled on first use, then cached by CuPy)."""
+        """The compiled kernel `name` (its file compiled and loaded on first use, unless prepared)."""
         if name not in self._kernels:
-            file = sources.kernel_file(name)
-            if file not in self._modules:
-                source = sources.read_source(file)
-                if self.target:
-                    self._modules[file] = self.cp.RawModule(path=str(compile_for_target(source, self.target)))
-                else:
-                    self._modules[file] = self.cp.RawModule(code=source, options=NVRTC_OPTIONS)
-            self._kernels[name] = self._modules[file].get_function(name)
+            self._kernels[name] = self._module(sources.kernel_file(name)).get_function(name)
         return self._kernels[name]
+
+    def prepare(self, kernels) -> Preparation:
+        """Make `kernels` ready before the first launch: the files among theirs the cache lacks compiled at
+        once on parallel threads (kernel_cache.py), then every module loaded."""
+        started = time.perf_counter()
+        kernels = list(dict.fromkeys(kernels))
+        files = list(dict.fromkeys(sources.kernel_file(k) for k in kernels))
+        compiled, workers, compile_seconds = None, 1, 0.0
+        if self.cache is not None:
+            compiled, workers, compile_seconds = self.cache.compile_missing([f for f in files if f not in self._modules])
+        for name in kernels:
+            self.kernel(name)
+        return Preparation(len(files), compiled, workers, time.perf_counter() - started, compile_seconds,
+                           self.target or self.capability)
 
     def launch(self, launch) -> None:
         with self.stream:

@@ -53,6 +53,12 @@ def source_path(name: str) -> Path:
 @lru_cache(maxsize=None)
 def read_source(name: str) -> str:
     """The `.cu` file with its local headers inlined (each header once, `#pragma once` style)."""
+    return inline_headers(source_path(name))
+
+
+def inline_headers(path: Path) -> str:
+    """The file at `path` with every local `#include "…"` replaced by the header's text (each header once),
+    so what NVRTC compiles — and what the kernel cache's key hashes — carries every header's content."""
     seen: set[str] = set()
 
     def expand(path: Path) -> str:
@@ -64,7 +70,7 @@ def read_source(name: str) -> str:
             return expand(path.parent / header)
         return _INCLUDE.sub(include, path.read_text(encoding="utf-8").replace("#pragma once", ""))
 
-    return expand(source_path(name))
+    return expand(path)
 
 
 @lru_cache(maxsize=None)

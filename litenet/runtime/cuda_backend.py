@@ -116,6 +116,7 @@ class CudaInference(Backend):
         self.fused_max_batch = FUSED_MAX_BATCH[precision] if fused_max_batch is None else fused_max_batch
         self.fused_grid = fused_grid or self.dev.sm_count
         self._runs: OrderedDict[int, ForwardRun] = OrderedDict()
+        self.kernel_preparation = None  # what the latest new batch size's kernels cost (gpu/kernel_cache.py)
 
     @staticmethod
     def _load_fp32(model: ModelFiles):
@@ -147,6 +148,8 @@ class CudaInference(Backend):
             program = lower_inference(self.model, batch, self.precision, self.dev.sm_count, packed=self.packed,
                                       mode=mode, grid=self.fused_grid)
             run = ForwardRun(program, self.model, self.dev, self.params, mode)
+            # its kernels compiled (in parallel where the cache lacks them) and loaded before the first launch
+            self.kernel_preparation = self.dev.prepare(launch.kernel for launch in run.launches)
             self._runs[batch] = run
             while len(self._runs) > KEPT_SIZES:
                 self._runs.popitem(last=False)

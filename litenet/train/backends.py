@@ -8,6 +8,8 @@ Every backend class has the same small set of methods (see NumpyBackend for the 
   fetch_stats() -> dict of arrays             per-step statistics since the last call (STAT_FIELDS)
   logits(images) -> float32 (N, classes)      forward only, for evaluation
   state() / load_state(state)                 {"params", "velocity"} as host arrays, for checkpoints
+  kernel_preparation                          what making the kernels ready cost (gpu/kernel_cache.Preparation),
+                                              None where nothing is compiled
 """
 
 from __future__ import annotations

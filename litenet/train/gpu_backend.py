@@ -89,6 +89,8 @@ class GpuBackend:
         self.eval_program = lower_forward(model, self.batch, kernels, **options)
         if print_launches:
             print(self.program.describe(), file=sys.stderr)
+        # Every kernel the run launches, compiled (in parallel where the cache lacks them) before the first.
+        self.kernel_preparation = device.prepare(c.kernel for c in self._launched(check_kernels))
         self.arena = Arena.plan(self._timeline(check_kernels), self.eval_program)
         self.v = device.allocate(self.arena)
         self.stats_layout = StatsLayout.of(model)
@@ -113,6 +115,15 @@ class GpuBackend:
             return self.program
         return Program(self.program.tensors, [Region(r.name, r.phase, r.ops, r.calls + r.reference)
                                               for r in self.program.regions])
+
+    def _launched(self, check_kernels: int):
+        """The calls of the step, its parameter copies and the evaluation, and where --check-kernels will
+        run them, the reference calls of every fast region."""
+        yield from self.program.calls()
+        yield from self.program.refresh
+        yield from self.eval_program.calls()
+        if check_kernels:
+            yield from (c for r in self.program.regions for c in r.reference)
 
     @property
     def plan(self) -> str:

@@ -28,6 +28,7 @@ class NumpyBackend:
     """Trains with the reference math; the same methods as every backend in `backends.BACKENDS`."""
 
     name = "numpy"
+    kernel_preparation = None  # nothing is compiled
 
     def __init__(self, model: AnyModel, train: TrainConfig, params: np.ndarray, dtype=np.float32, comm=None):
         if train.activations != "keep":

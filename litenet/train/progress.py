@@ -6,10 +6,25 @@ ten minutes, so off a terminal the loop reports itself in lines: step, rate, los
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 LINE_EVERY_SECONDS = 10.0
+_IMPORTED = time.monotonic()
+
+
+def process_seconds() -> float:
+    """Wall time since this process started: from the kernel's record of its start on Linux (so the
+    interpreter's start and every import count), else since this module was imported."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))  # field 22: start time, in ticks
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED
 
 
 def duration(seconds: float) -> str:

@@ -29,7 +29,7 @@ from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
 from litenet.train.network import loss_and_dlogits
-from litenet.train.progress import duration, progress_bar
+from litenet.train.progress import duration, process_seconds, progress_bar
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
 from litenet.train.run_lock import hold_run_folder
 from litenet.weights import save_model
@@ -133,6 +133,7 @@ class Trainer:
         self._chunk_start_params = None  # the weights at the last chunk boundary, for update ratios
         self._last_plot = time.perf_counter()
         self._resumed_losses: list[float] = []
+        self._epoch_seconds: list[float] = []  # of the epochs this process trained
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -146,6 +147,9 @@ class Trainer:
             make_folder(self.out)
         params = init_params(self.model, self.train.seed)
         backend = backend_class(self.options.backend)(self.model, self.train, params, **self.backend_options)
+        preparation = backend.kernel_preparation
+        if preparation is not None and self.writer:
+            print(f"litenet train: kernels: {preparation.describe()}", flush=True)
         backend.load_dataset(self.data.train_split.images, self.data.train_split.labels)
         position = Position(0, 0, 0)
         if self.options.resume and has_checkpoint:
@@ -176,6 +180,7 @@ class Trainer:
                       "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
                       "residuals": [op.name for op in residuals(self.model)],
                       "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
+                      "kernels": None if preparation is None else preparation.record(),
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
         self._chunk_start_params = backend.state()["params"]
         return backend, position
@@ -215,6 +220,8 @@ class Trainer:
                 print(f"litenet: saved a checkpoint at step {ended.position.global_step} in {self.out}; "
                       "continue with --resume", file=sys.stderr)
             return ended
+        if self.writer and self._epoch_seconds:
+            self._report_process()
         accuracy = self.history[-1]["test_accuracy"] if self.history else None
         return TrainResult(position, accuracy, "finished")
 
@@ -264,6 +271,7 @@ class Trainer:
             seconds = time.perf_counter() - started
             record = self._evaluate(backend, epoch, float(np.mean(losses)), seconds, step - first_step)
             self.history.append(record)
+            self._epoch_seconds.append(seconds)
             self.metrics.write([record])
             self._save(backend, position)
             self._plot(every_seconds=60)
@@ -330,12 +338,26 @@ class Trainer:
         plot_gradients(self.metrics.path, self.out / "gradients.png")
         self._last_plot = time.perf_counter()
 
+    def _report_process(self) -> None:
+        """The process's wall time so far against the epochs it trained: what start-up, evaluation and
+        saving cost on top of training (one line, and a "process" record in metrics.jsonl)."""
+        process, epochs = process_seconds(), sum(self._epoch_seconds)
+        ratio = process / max(epochs, 1e-9)
+        self.metrics.write([{"type": "process", "seconds": round(process, 3), "epoch_seconds": round(epochs, 3),
+                             "epochs": len(self._epoch_seconds), "ratio": round(ratio, 3)}])
+        print(f"litenet train: process {seconds(process)} for {seconds(epochs)} of epochs ({ratio:.2f}×)", flush=True)
+
     def _report_epoch(self, r: dict, bar) -> None:
         done = r["epoch"] + 1
         eta = (self.train.epochs - done) * r["seconds"]
         bar.write(f"epoch {done}/{self.train.epochs}  loss {r['train_loss']:.4f}  "
                   f"train {100 * r['train_accuracy']:.2f}%  test {100 * r['test_accuracy']:.2f}%  "
                   f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {duration(eta)}")
+
+
+def seconds(value: float) -> str:
+    """"118 s", "6.1 s": tenths where they are worth reading."""
+    return f"{value:.0f} s" if value >= 100 else f"{value:.1f} s"
 
 
 def config_json(model: AnyModel, train: TrainConfig) -> str:

@@ -144,6 +144,30 @@ def test_logits_state_and_reports(emu):
     assert report["arena_bytes"] > 0 and "| params |" in report["buffers"]
 
 
+@pytest.mark.parametrize("case, check", [("mixer-bf16-cutmix", 0), ("mlp-ops-tiles", 1)])
+def test_every_launched_kernel_is_prepared_before_the_first_launch(emu, case, check):
+    """GpuBackend hands the device every kernel of the step, the parameter copies, the evaluation (and,
+    with --check-kernels, the reference calls) at once, so they compile in parallel before any launch."""
+    class Recording(emu):
+        def __init__(self):
+            super().__init__()
+            self.prepared, self.launched, self.launches_before = None, set(), None
+
+        def prepare(self, kernels):
+            self.prepared, self.launches_before = set(kernels), self.launches
+            return super().prepare(self.prepared)
+
+        def launch(self, launch):
+            self.launched.add(launch.kernel)
+            super().launch(launch)
+
+    model, train, options = FAST[case]
+    device = Recording()
+    _, _, gpu, _ = run_pair(model, train, device, count=3, check_kernels=check, **options)
+    gpu.logits(data(10, model.classes)[0])
+    assert device.launches_before == 0 and device.launched and device.launched <= device.prepared
+
+
 def test_print_launches_names_op_and_kernel(emu, capsys):
     GpuBackend(MIXER, ADAMW, init_params(MIXER, 0), device=emu(), print_launches=True)
     text = capsys.readouterr().err

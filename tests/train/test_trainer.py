@@ -8,6 +8,7 @@ import pytest
 from train_fixtures import TINY_MODEL, TINY_TRAIN, synthetic_split
 
 from litenet.errors import LiteNetError
+from litenet.train.backends import BACKENDS
 from litenet.train.checkpoint import load_checkpoint, read_metrics
 from litenet.train.trainer import LoopOptions, TrainData, Trainer
 from litenet.weights import load_model
@@ -42,6 +43,33 @@ def test_writes_the_documented_outputs(tmp_path):
     assert len(steps[0]["grad_norms"]) == 15 and len(steps[0]["path"]) == 2
     # the per-tensor norms make up the global one
     assert np.sqrt(np.sum(np.square(steps[0]["grad_norms"]))) == pytest.approx(steps[0]["grad_norm"], rel=1e-4)
+
+
+def test_kernel_preparation_and_process_time_are_reported_once(tmp_path, monkeypatch, capsys):
+    """A backend that compiles kernels has its cost said in one line and kept in the run record; at the end
+    the process's wall time is set against the epochs it trained, in a line and a "process" record."""
+    monkeypatch.setitem(BACKENDS, "prepared", "train_fixtures:PreparedBackend")
+    make(tmp_path, backend="prepared").run()
+    out = capsys.readouterr().out
+    assert out.count("litenet train: kernels:") == 1
+    assert "litenet train: kernels: 3 files compiled in 1.5 s (2 workers), 1 cached" in out
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    run = next(r for r in records if r["type"] == "run")
+    assert run["kernels"] == {"files": 4, "compiled": 3, "workers": 2, "seconds": 1.5, "compile_seconds": 2.8,
+                              "target": "sm_90a"}
+    process = [r for r in records if r["type"] == "process"]
+    epochs = sum(r["seconds"] for r in records if r["type"] == "epoch")
+    assert len(process) == 1 and process[0]["epochs"] == 3
+    assert process[0]["epoch_seconds"] == pytest.approx(epochs, abs=0.01)
+    assert process[0]["seconds"] > process[0]["epoch_seconds"]  # the interpreter's start and the imports count
+    assert process[0]["ratio"] == pytest.approx(process[0]["seconds"] / process[0]["epoch_seconds"], rel=0.1)  # rounded
+    assert f"of epochs ({process[0]['ratio']:.2f}×)" in out.splitlines()[-1]
+
+
+def test_numpy_backend_reports_no_kernels(tmp_path, capsys):
+    make(tmp_path).run()
+    assert "kernels:" not in capsys.readouterr().out
+    assert next(r for r in read_metrics(tmp_path / "metrics.jsonl") if r["type"] == "run")["kernels"] is None
 
 
 def test_learns_the_synthetic_task(tmp_path):

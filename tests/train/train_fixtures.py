@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from litenet.gpu.kernel_cache import Preparation
 from litenet.model import ModelConfig, TrainConfig
+from litenet.train.numpy_backend import NumpyBackend
 from litenet.train.trainer import Split
 
 TINY_MODEL = ModelConfig(embed="full", input_shift=0.5, width=16, hidden=24, blocks=2)
@@ -19,3 +21,9 @@ def synthetic_split(n: int, seed: int) -> Split:
     base = rng.integers(0, 120, (n, 32, 32, 3))
     base[..., 0] += labels[:, None, None] * 12
     return Split(base.clip(0, 255).astype(np.uint8), labels)
+
+
+class PreparedBackend(NumpyBackend):
+    """The NumPy backend, reporting kernels made ready as the CUDA backend does (gpu/kernel_cache.py)."""
+
+    kernel_preparation = Preparation(4, 3, 2, 1.5, 2.8, "sm_90a")

@@ -25,6 +25,10 @@ class EmuDevice:
     def kernel(self, name: str):
         return kernel(name, self.defines)
 
+    def prepare(self, kernels) -> None:
+        """Nothing ahead: the emulator builds each kernel file with g++ on first use (cached by content)."""
+        return None
+
     def launch(self, launch) -> None:
         self.launches += 1
         self.kernel(launch.kernel)((launch.grid,), (256,), launch.args, shared_mem=launch.shared)

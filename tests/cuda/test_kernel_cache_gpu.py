@@ -1,0 +1,45 @@
+"""The kernel cache with NVRTC on a GPU (skipped without CuPy and a GPU): an empty cache compiles the
+files on parallel threads (NVRTC's CPU time summed well over the wall time), a second device loads them
+all from it, and the plain target's cubins (LITENET_ARCH_SPECIFIC=0, compiled through the same cache)
+compute what the twins do."""
+
+from __future__ import annotations
+
+import pytest
+from harness import Runner, compare_kernel
+
+from litenet.gpu import sources
+from litenet.gpu.kernel_cache import CACHE_ENV, worker_count
+
+pytestmark = pytest.mark.gpu
+
+FILES = ("linear", "token_linear", "embed", "fused_rows", "residual_layernorm", "gelu", "adamw", "loss")
+
+
+def first_kernels(files):
+    return [next(iter(sources.signatures(f))) for f in files]
+
+
+def test_empty_cache_compiles_in_parallel_then_loads(tmp_path, monkeypatch):
+    from litenet.gpu.device import CupyDevice
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    cold = CupyDevice().prepare(first_kernels(FILES))
+    assert (cold.files, cold.compiled, cold.workers) == (len(FILES), len(FILES), worker_count(len(FILES)))
+    if cold.workers >= 4:
+        assert cold.compile_seconds >= 2 * cold.seconds, f"NVRTC did not compile in parallel: {cold.record()}"
+    assert len(list((tmp_path / f"litenet-{cold.target}").glob("*.cubin"))) == len(FILES)
+    warm = CupyDevice().prepare(first_kernels(FILES))
+    assert warm.compiled == 0 and warm.seconds < cold.seconds
+
+
+@pytest.mark.parametrize("name,shape", [("linear_forward", dict(B=70, n_in=36, n_out=68, splits=2)),
+                                        ("embed_forward_bf16", dict(B=5, d=20)),
+                                        ("linear_forward_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
+                                        ("gelu_backward", dict(n=1000))])  # test shapes of shapes.py
+def test_plain_target_cubins_match_the_twins(tmp_path, monkeypatch, name, shape):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv("LITENET_ARCH_SPECIFIC", "0")
+    runner = Runner("cupy")
+    compare_kernel(runner, name, **shape)
+    assert list(tmp_path.glob("litenet-sm_*/*.cubin"))  # compiled by LiteNet, not by CuPy
