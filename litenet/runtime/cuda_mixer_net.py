@@ -17,21 +17,11 @@ import numpy as np
 
 from litenet import graph
 from litenet.errors import LiteNetError
+from litenet.gpu.infer_layout import padded_k
 from litenet.model import MixerConfig
 from litenet.runtime import int8_plan
-from litenet.runtime.cuda_net import Arena, pad64
+from litenet.runtime.cuda_net import Arena
 from litenet.runtime.model_files import MODEL_HINT, ModelFiles
-
-
-def pad16(k: int) -> int:
-    """A token product's padded k: whole int4 words of four int8 (token_linear_int8.cu)."""
-    return (k + 15) // 16 * 16
-
-
-def padded_k(op: graph.Op) -> int:
-    """Bytes of one packed int8 weight row of a product (its K, zero-padded)."""
-    k = op.params[0].shape[0]
-    return pad16(k) if op.kind == "token_linear" else pad64(k)
 
 
 @dataclass

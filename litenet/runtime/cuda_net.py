@@ -17,26 +17,13 @@ import numpy as np
 
 from litenet import forward, graph
 from litenet.errors import LiteNetError
+from litenet.gpu.infer_layout import layers, pad64, phases
 from litenet.model import ModelConfig, param_views
 from litenet.runtime import int8_plan
 from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 
 LAYOUT_WIDTH = 6  # IL_WIDTH in infer_core.cuh
 NO_TENSOR = -1
-
-
-def pad64(k: int) -> int:
-    return (k + 63) // 64 * 64
-
-
-def layers(model: ModelConfig) -> list[tuple[str, int, int]]:
-    """(name, N out, K in) of every product, one per phase of the forward, in op-list order."""
-    return [(op.name, op.params[0].shape[1], op.params[0].shape[0]) for op in graph.products(model)]
-
-
-def phases(model: ModelConfig) -> int:
-    """Phases of the kernels' forward: one per product (embed, fc1 and fc2 of each block, head)."""
-    return len(graph.products(model))
 
 
 def check_family(model) -> None:

@@ -16,12 +16,11 @@ from mixer_checks import (
 )
 
 from litenet import ops
+from litenet.gpu.infer_layout import pad16, pad64
 from litenet.gpu.launch import named_launch
 from litenet.model import MixerConfig
 from litenet.runtime import int8_plan
 from litenet.runtime.cuda_backend import CudaInference
-from litenet.runtime.cuda_mixer_net import pad16
-from litenet.runtime.cuda_net import pad64
 from litenet.runtime.model_files import ModelFiles
 
 i32, f32 = np.int32, np.float32

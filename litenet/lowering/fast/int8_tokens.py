@@ -23,10 +23,9 @@ import numpy as np
 
 from litenet import graph
 from litenet.gpu import splitk
+from litenet.gpu.infer_layout import pad16, pad64, padded_k
 from litenet.gpu.launch import THREADS
 from litenet.lowering.program import Call, Program, Ref, Region
-from litenet.runtime.cuda_mixer_net import MixerWeights, pad16, padded_k
-from litenet.runtime.cuda_net import pad64
 
 i32, f32 = np.int32, np.float32
 LN_ROWS = 8        # LayerNorm kernels: one warp per row, 8 rows per 256-thread block
@@ -36,7 +35,7 @@ TOKEN_OUTS = 16    # token_linear_int8.cu: output patches per block (TL_OUTS)
 class _Walk:
     """The launch list of one batch size, op by op."""
 
-    def __init__(self, prog: Program, packed: MixerWeights, batch: int, prefix: str, sm_count: int):
+    def __init__(self, prog: Program, packed, batch: int, prefix: str, sm_count: int):
         m = packed.model
         self.prog, self.packed, self.m, self.B, self.prefix = prog, packed, m, batch, prefix
         self.sm_count = sm_count
@@ -218,8 +217,9 @@ def _mean_tokens(w: _Walk, op: graph.Op) -> Call:
 STEPS = {"patches": _patches, "layernorm": _layernorm, "mean_tokens": _mean_tokens}
 
 
-def mixer_int8_inference(prog: Program, packed: MixerWeights, batch: int, prefix: str, sm_count: int) -> Program:
-    """The forward program `prog` of packed.model with all its regions replaced by the int8 plan's launches."""
+def mixer_int8_inference(prog: Program, packed, batch: int, prefix: str, sm_count: int) -> Program:
+    """The forward program `prog` of packed.model with all its regions replaced by the int8 plan's launches;
+    `packed`: the runtime's litenet.runtime.cuda_mixer_net.MixerWeights."""
     prog.regions = _Walk(prog, packed, batch, prefix, sm_count).regions()
     prog.labels.update(batch=batch, tier="fast", precision="int8", plan="inference, a launch per op")
     return prog

@@ -23,10 +23,10 @@ import math
 import numpy as np
 
 from litenet.errors import LiteNetError
+from litenet.gpu.infer_layout import layers, pad64, phases
 from litenet.gpu.launch import SMEM_LIMIT, THREADS
 from litenet.graph import ops_of
 from litenet.lowering.program import Call, Program, Ref, Region
-from litenet.runtime.cuda_net import PackedNet, layers, pad64, phases
 
 i32, f32 = np.int32, np.float32
 ROWS = 8                  # IR_ROWS in infer_words.cuh: images per rowdot pass
@@ -35,18 +35,18 @@ STATIC_SMEM = 2 * 1024    # the rows kernels' own shared arrays (LUTs, partial s
 MODES = ("fused", "phases", "tiles")
 
 
-def rows_smem(net: PackedNet) -> int:
+def rows_smem(net) -> int:
     """Dynamic shared memory of the rows kernel: ROWS staged rows of the widest layer."""
     per = 4 if net.precision == "fp32" else 1
     return ROWS * max(pad64(net.shape.width), pad64(net.shape.hidden)) * per
 
 
-def fused_fits(net: PackedNet) -> bool:
+def fused_fits(net) -> bool:
     """Whether the rows kernel's staging buffer fits in shared memory."""
     return rows_smem(net) + STATIC_SMEM <= SMEM_LIMIT
 
 
-def check_width(net: PackedNet) -> None:
+def check_width(net) -> None:
     """The LayerNorm kernels stage ROWS rows of the residual stream: refuse a width they cannot hold."""
     if ROWS * pad64(net.shape.width) * 4 > SMEM_LIMIT:
         raise LiteNetError(f"width {net.shape.width} is too wide for the CUDA backend (at most "
@@ -56,7 +56,7 @@ def check_width(net: PackedNet) -> None:
 class _Packed:
     """The packed model's tensors in the program, and views of each layer's pieces."""
 
-    def __init__(self, prog: Program, net: PackedNet, prefix: str, batch: int, mode: str):
+    def __init__(self, prog: Program, net, prefix: str, batch: int, mode: str):
         s, self.net, self.prog, self.prefix = net.shape, net, prog, prefix
         self.dp, self.hp = pad64(s.width), pad64(s.hidden)
         self.int8 = net.precision == "int8"
@@ -91,9 +91,10 @@ class _Packed:
         return None if off < 0 else self.floats[off:off + size]
 
 
-def mlp_inference(prog: Program, net: PackedNet, batch: int, prefix: str, mode: str, grid: int) -> Program:
+def mlp_inference(prog: Program, net, batch: int, prefix: str, mode: str, grid: int) -> Program:
     """The forward program `prog` (litenet.lowering.walk.forward_program of net.shape) with all its regions
-    replaced by the inference kernels' launches in `mode`; `grid`: the rows kernel's block count."""
+    replaced by the inference kernels' launches in `mode`; `net`: the runtime's packed model
+    (litenet.runtime.cuda_net.PackedNet); `grid`: the rows kernel's block count."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
     check_width(net)
