@@ -4,7 +4,7 @@
 
 For litenet-mixer (BF16) and litenet-base, each in fresh processes:
   cold  the first process with an empty kernel cache (CUPY_CACHE_DIR pointed at an empty folder, which
-        holds LiteNet's cubins, litenet-<target>/, and CuPy's own): every kernel file the run launches is
+        holds LiteNet's cubins, litenet-<target>/, and CuPy's own): every kernel the run launches is
         compiled, in parallel (litenet/gpu/kernel_cache.py)
   warm  a second process on the same cache: every cubin is loaded from it
 Each process builds the CUDA backend and runs one training step on random images (no data set needed),
