@@ -4,14 +4,13 @@
 
 For litenet-mixer (BF16) and litenet-base, each in fresh processes:
   cold  the first process with an empty kernel cache (CUPY_CACHE_DIR pointed at an empty folder, which
-        holds LiteNet's cubins, litenet-<target>/, and CuPy's own): every kernel file the run launches is
+        holds LiteNet's cubins, litenet-<target>/, and CuPy's own): every kernel the run launches is
         compiled, in parallel (litenet/gpu/kernel_cache.py)
   warm  a second process on the same cache: every cubin is loaded from it
 Each process builds the CUDA backend and runs one training step on random images (no data set needed),
 and reports, measured from the process's own start (so the interpreter and every import count): when
-its imports were done, when the CUDA device was ready, the kernel preparation (files, compiled, workers,
-seconds, and the CPU seconds of the files' compiles summed: over the wall time, how many compiled at
-once) and when its first step was done (synchronised). Targets: warm ≤ 2 s, cold ≤ 8 s to the first step.
+its imports were done, when the CUDA device was ready, the kernel preparation (kernels, compiled, workers,
+seconds, and the CPU seconds of the compiles summed: over the wall time, how many compiled at once) and when its first step was done (synchronised). Targets: warm ≤ 2 s, cold ≤ 8 s to the first step.
 
 With --train (make bench-startup does it), a `litenet train` run of each preset on --limit images for
 --epochs on the warm cache: its `kernels` and `process` records from metrics.jsonl (the process's wall
@@ -108,12 +107,12 @@ def train_run(preset: str, overrides: dict, cache: Path, work: Path, args) -> di
         return {"error": (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1], "lines": lines}
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return {"wall_seconds": round(wall, 3), "lines": lines,
-            "kernels": next((r.get("kernels") for r in records if r.get("type") == "run"), None),
+            "kernels": next((r.get("kernel_preparation") for r in records if r.get("type") == "run"), None),
             "process": next((r for r in records if r.get("type") == "process"), None)}
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| preset | start | kernel files | compiled | workers | kernel prep s | Σ compile CPU s | device ready s "
+    head = ("| preset | start | kernels | compiled | workers | kernel prep s | Σ compile CPU s | device ready s "
             "| first step done s | target |\n|---|---|---|---|---|---|---|---|---|---|")
     out = [head]
     for r in rows:
@@ -122,7 +121,7 @@ def table(rows: list[dict]) -> str:
             continue
         k, m = r["kernels"], r["marks"]
         done, limit = m["first_step_done"], TARGETS[r["start"]]
-        out.append(f"| {r['label']} | {r['start']} | {k['files']} | {k['compiled']} | {k['workers'] or '–'} "
+        out.append(f"| {r['label']} | {r['start']} | {k['kernels']} | {k['compiled']} | {k['workers'] or '–'} "
                    f"| {k['seconds']:.2f} | {k['compile_seconds']:.2f} | {m['device_ready']:.2f} | {done:.2f} "
                    f"| ≤ {limit:.0f} s: {'yes' if done <= limit else 'no'} |")
     return "\n".join(out)

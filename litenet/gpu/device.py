@@ -62,7 +62,7 @@ class CupyDevice:
 
         self.cp = self.xp = cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._modules: dict[str, object] = {}
+        self._modules: dict[str, object] = {}  # kernel → its cubin's module, or (CuPy's route) file → its module
         self._kernels: dict[str, object] = {}
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -76,34 +76,31 @@ class CupyDevice:
         self.target = cubin_target(props["major"], props["minor"], version, supported)
         self.cache = KernelCache(self.target, version, NVRTC_OPTIONS + CUPY_BUILD_OPTIONS) if self.target else None
 
-    def _module(self, file: str):
-        """The loaded module of kernels/<file>.cu: LiteNet's cubin (compiled now if the cache lacks it), or,
-        where LiteNet has no target for this GPU, CuPy's build of the source."""
-        if file not in self._modules:
-            if self.cache is not None:
-                self._modules[file] = self.cp.RawModule(path=str(self.cache.cubin(file)))
-            else:
-                self._modules[file] = self.cp.RawModule(code=sources.read_source(file), options=NVRTC_OPTIONS)
-        return self._modules[file]
-
     def kernel(self, name: str):
-        """The compiled kernel `name` (its file compiled and loaded on first use, unless prepared)."""
+        """The compiled kernel `name`: LiteNet's cubin of it (compiled now if the cache lacks it and it was
+        not prepared), or, where LiteNet has no target for this GPU, from CuPy's build of its file."""
         if name not in self._kernels:
-            self._kernels[name] = self._module(sources.kernel_file(name)).get_function(name)
+            if self.cache is not None:
+                self._modules[name] = self.cp.RawModule(path=str(self.cache.cubin(name)))
+                self._kernels[name] = self._modules[name].get_function(name)
+            else:
+                file = sources.kernel_file(name)
+                if file not in self._modules:
+                    self._modules[file] = self.cp.RawModule(code=sources.read_source(file), options=NVRTC_OPTIONS)
+                self._kernels[name] = self._modules[file].get_function(name)
         return self._kernels[name]
 
     def prepare(self, kernels) -> Preparation:
-        """Make `kernels` ready before the first launch: the files among theirs the cache lacks compiled at
-        once on parallel threads (kernel_cache.py), then every module loaded."""
+        """Make `kernels` ready before the first launch: those the cache lacks compiled at once, one on each
+        thread (kernel_cache.py), then every one loaded."""
         started = time.perf_counter()
         kernels = list(dict.fromkeys(kernels))
-        files = list(dict.fromkeys(sources.kernel_file(k) for k in kernels))
         compiled, workers, compile_seconds = None, 1, 0.0
         if self.cache is not None:
-            compiled, workers, compile_seconds = self.cache.compile_missing([f for f in files if f not in self._modules])
+            compiled, workers, compile_seconds = self.cache.compile_missing([k for k in kernels if k not in self._kernels])
         for name in kernels:
             self.kernel(name)
-        return Preparation(len(files), compiled, workers, time.perf_counter() - started, compile_seconds,
+        return Preparation(len(kernels), compiled, workers, time.perf_counter() - started, compile_seconds,
                            self.target or self.capability)
 
     def launch(self, launch) -> None:

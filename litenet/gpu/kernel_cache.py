@@ -1,11 +1,12 @@
-"""LiteNet's compiled kernels: one cubin per kernel file for one NVRTC target (sm_86, sm_90a, …), kept in
-a folder per target, and compiled on many threads at once before the first step.
+"""LiteNet's compiled kernels: one cubin per kernel for one NVRTC target (sm_86, sm_90a, …), kept in a
+folder per target, and compiled on many threads at once before the first step.
 
 Where: $LITENET_KERNEL_CACHE, else CuPy's kernel cache ($CUPY_CACHE_DIR, else ~/.cupy/kernel_cache), in
-litenet-<target>/. A file's cubin is named by the SHA-256 of its source with the headers inlined
-(sources.read_source), the NVRTC options, the target and the NVRTC version, so an edited header, a new
-option or another NVRTC compiles afresh; deleting the folder only costs one compilation. Written atomically:
-ranks or runs that compile the same file at once each leave a whole cubin, never a torn one.
+litenet-<target>/. A kernel's cubin is named by the kernel and the SHA-256 of its program (its file with the
+headers inlined and the file's other kernels left without code: sources.kernel_program), the NVRTC options,
+the target and the NVRTC version, so an edited header, a new option or another NVRTC compiles afresh;
+deleting the folder only costs one compilation. Written atomically: ranks or runs that compile the same
+kernel at once each leave a whole cubin, never a torn one.
 
 NVRTC needs no GPU, only the target name, and CuPy's binding releases the GIL for the whole of
 nvrtcCompileProgram (cupy_backends/cuda/libs/nvrtc.pyx: `with nogil`), so threads compile in parallel.
@@ -38,7 +39,7 @@ class NvrtcFailure(Exception):
 
 
 class KernelCompileError(EnvironmentProblem):
-    """A kernel file NVRTC would not compile for this GPU (one line; the full log is in a file beside the cache)."""
+    """A kernel NVRTC would not compile for this GPU (one line; the full log is in a file beside the cache)."""
 
 
 # (source, program name, options) → cubin bytes, or NvrtcFailure. The tests pass their own.
@@ -77,13 +78,17 @@ def first_error(log: str) -> str:
     return (errors or lines or ["no log"])[0]
 
 
+def kernel_label(kernel: str) -> str:
+    return f"{kernel} (kernels/{sources.kernel_file(kernel)}.cu)"
+
+
 @dataclass(frozen=True)
 class Preparation:
-    """What making a step's kernels ready cost: `files` kernel files, `compiled` of them by NVRTC on
-    `workers` threads (None: by CuPy's own compiler, one by one), `seconds` of wall time in all (compiling
-    and loading), `compile_seconds` the CPU time of the compiles summed: over `seconds`, how many ran at once."""
+    """What making a run's kernels ready cost: `kernels` kernels, `compiled` of them by NVRTC on `workers`
+    threads (None: by CuPy's own compiler, a file at a time), `seconds` of wall time in all (compiling and
+    loading), `compile_seconds` the CPU time of the compiles summed: over `seconds`, how many ran at once."""
 
-    files: int
+    kernels: int
     compiled: int | None
     workers: int
     seconds: float
@@ -92,74 +97,76 @@ class Preparation:
 
     def describe(self) -> str:
         if self.compiled is None:
-            return f"{self.files} files ready in {self.seconds:.1f} s (CuPy's compiler, one by one)"
+            return f"{self.kernels} ready in {self.seconds:.1f} s (CuPy's compiler, a file at a time)"
         if self.compiled == 0:
-            return f"all {self.files} cached, loaded in {self.seconds:.1f} s"
-        return (f"{self.compiled} file{'s' * (self.compiled != 1)} compiled in {self.seconds:.1f} s "
-                f"({self.workers} worker{'s' * (self.workers != 1)}), {self.files - self.compiled} cached")
+            return f"all {self.kernels} cached, loaded in {self.seconds:.1f} s"
+        return (f"{self.compiled} compiled in {self.seconds:.1f} s ({self.workers} worker"
+                f"{'s' * (self.workers != 1)}), {self.kernels - self.compiled} cached")
 
     def record(self) -> dict:
-        return {"files": self.files, "compiled": self.compiled, "workers": self.workers,
+        return {"kernels": self.kernels, "compiled": self.compiled, "workers": self.workers,
                 "seconds": round(self.seconds, 3), "compile_seconds": round(self.compile_seconds, 3),
                 "target": self.target}
 
 
 def worker_count(jobs: int) -> int:
-    """One thread per file to compile, at most one per CPU this process may run on."""
+    """One thread per kernel to compile, at most one per CPU this process may run on."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(jobs, cpus))
 
 
 class KernelCache:
-    """The cubins of the kernel files for one target, under cache_root()/litenet-<target>/."""
+    """The cubins of the kernels for one target, under cache_root()/litenet-<target>/. `read` gives a
+    kernel's program, `label` names it in an error (the tests pass their own)."""
 
     def __init__(self, target: str, nvrtc_version: tuple[int, int], options: tuple[str, ...],
                  compile: Compile = nvrtc_cubin, root: Path | None = None,
-                 read: Callable[[str], str] = sources.read_source):
-        self.target, self.nvrtc_version, self.compile, self.read = target, tuple(nvrtc_version), compile, read
+                 read: Callable[[str], str] = sources.kernel_program, label: Callable[[str], str] = kernel_label):
+        self.target, self.nvrtc_version, self.compile = target, tuple(nvrtc_version), compile
+        self.read, self.label = read, label
         self.options = tuple(options) + (f"-arch={target}",)
         self.folder = (root or cache_root()) / f"litenet-{target}"
 
-    def path(self, file: str) -> Path:
-        """Where the cubin of kernels/<file>.cu for this target, options and NVRTC lies (or will)."""
-        return self.folder / f"{cache_key(self.read(file), self.options, self.target, self.nvrtc_version)}.cubin"
+    def path(self, kernel: str) -> Path:
+        """Where the cubin of `kernel` for this target, options and NVRTC lies (or will)."""
+        key = cache_key(self.read(kernel), self.options, self.target, self.nvrtc_version)
+        return self.folder / f"{kernel}-{key}.cubin"
 
-    def cubin(self, file: str) -> Path:
-        """The cubin of kernels/<file>.cu, compiled now if the cache lacks it."""
-        path = self.path(file)
+    def cubin(self, kernel: str) -> Path:
+        """The cubin of `kernel`, compiled now if the cache lacks it."""
+        path = self.path(kernel)
         if not path.exists():
-            self._compile(file, path)
+            self._compile(kernel, path)
         return path
 
-    def compile_missing(self, files) -> tuple[int, int, float]:
-        """Compile every file of `files` the cache lacks, each once, on parallel threads.
-        Returns (files compiled, threads used, the CPU seconds of their compiles summed)."""
+    def compile_missing(self, kernels) -> tuple[int, int, float]:
+        """Compile every kernel of `kernels` the cache lacks, each once, on parallel threads.
+        Returns (kernels compiled, threads used, the CPU seconds of their compiles summed)."""
         missing = {}
-        for file in files:
-            path = self.path(file)
+        for kernel in kernels:
+            path = self.path(kernel)
             if not path.exists():
-                missing.setdefault(file, path)
+                missing.setdefault(kernel, path)
         if not missing:
             return 0, 0, 0.0
         workers = worker_count(len(missing))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nvrtc") as pool:
-            futures = [pool.submit(self._compile, file, path) for file, path in missing.items()]
+            futures = [pool.submit(self._compile, kernel, path) for kernel, path in missing.items()]
             try:
-                seconds = sum(f.result() for f in futures)  # the first failure in file order, as a serial run meets it
+                seconds = sum(f.result() for f in futures)  # the first failure in launch order, as a serial run meets it
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
         return len(missing), workers, seconds
 
-    def _compile(self, file: str, path: Path) -> float:
-        """Compile one file into `path` (atomically); returns the CPU seconds the compile took on this thread
+    def _compile(self, kernel: str, path: Path) -> float:
+        """Compile one kernel into `path` (atomically); returns the CPU seconds the compile took on this thread
         (CPU, not wall time: a compile waiting on a lock inside NVRTC would count as parallel otherwise)."""
         started = time.thread_time()
-        name = f"{Path(file).name}.cu"
         try:
-            cubin = self.compile(self.read(file), name, self.options)
+            cubin = self.compile(self.read(kernel), f"{kernel}.cu", self.options)
         except NvrtcFailure as failure:
-            raise KernelCompileError(self._refusal(file, path, failure.log)) from None
+            raise KernelCompileError(self._refusal(kernel, path, failure.log)) from None
         seconds = time.thread_time() - started
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -177,7 +184,7 @@ class KernelCache:
                                      f"{CACHE_ENV} at a writable folder") from None
         return seconds
 
-    def _refusal(self, file: str, path: Path, log: str) -> str:
+    def _refusal(self, kernel: str, path: Path, log: str) -> str:
         """The one line a compile error becomes; the whole log is kept beside the cache where it can be."""
         where = ""
         try:
@@ -188,4 +195,4 @@ class KernelCache:
         except OSError:
             pass
         version = ".".join(map(str, self.nvrtc_version))
-        return f"NVRTC {version} could not compile kernels/{file}.cu for {self.target}: {first_error(log)}{where}"
+        return f"NVRTC {version} could not compile {self.label(kernel)} for {self.target}: {first_error(log)}{where}"

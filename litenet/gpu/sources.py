@@ -27,6 +27,8 @@ REFERENCE_FILES = tuple(f"reference/{name}" for name in (
     "losses", "optimizers"))
 KERNEL_FILES += REFERENCE_FILES
 
+# The head of a kernel's declaration or definition, up to its opening parenthesis.
+_KERNEL_HEAD = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(')
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 # `extern "C" __global__ void [__launch_bounds__(…)] NAME(params)`
 _KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)',
@@ -54,6 +56,17 @@ def source_path(name: str) -> Path:
 def read_source(name: str) -> str:
     """The `.cu` file with its local headers inlined (each header once, `#pragma once` style)."""
     return inline_headers(source_path(name))
+
+
+@lru_cache(maxsize=None)
+def kernel_program(kernel: str) -> str:
+    """What NVRTC compiles for `kernel` alone: its file (headers inlined) with every other kernel of the file
+    made an unreferenced `static __device__` function, for which no code is generated. A file holds up to
+    a few dozen kernels (fp32, TF32, BF16, tall, wide) of which a run launches a few, and the time goes to
+    generating code, so one program per kernel compiles only what runs, each on its own thread."""
+    def demote(match):
+        return match.group(0) if match.group(1) == kernel else f"static __device__ void {match.group(1)}("
+    return _KERNEL_HEAD.sub(demote, read_source(kernel_file(kernel)))
 
 
 def inline_headers(path: Path) -> str:

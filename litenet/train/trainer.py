@@ -180,7 +180,7 @@ class Trainer:
                       "params": [p.name for p in param_layout(self.model)], "blocks": self.model.blocks,
                       "residuals": [op.name for op in residuals(self.model)],
                       "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
-                      "kernels": None if preparation is None else preparation.record(),
+                      "kernel_preparation": None if preparation is None else preparation.record(),
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
         self._chunk_start_params = backend.state()["params"]
         return backend, position

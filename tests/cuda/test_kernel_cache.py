@@ -1,7 +1,8 @@
 """LiteNet's compiled-kernel cache (litenet/gpu/kernel_cache.py) without a GPU: a fake compile function
-stands in for NVRTC. The key follows the headers' content; cubins are written atomically; the parallel
-path compiles each missing file once, on several threads at once, and skips cached ones; a compile error
-is the same one line on the parallel and the serial path."""
+stands in for NVRTC. A kernel's program holds its file's code for it alone; the key follows the headers'
+content; cubins are written atomically; the parallel path compiles each missing kernel once, on several
+threads at once, and skips cached ones; a compile error is the same one line on the parallel and the
+serial path."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from litenet.errors import EnvironmentProblem
 from litenet.gpu import kernel_cache, sources
 from litenet.gpu.kernel_cache import KernelCache, KernelCompileError, NvrtcFailure, Preparation
 
-FILES = ("linear", "gelu", "loss", "sgd")
+KERNELS = ("linear_forward", "gelu_forward", "cross_entropy_forward", "sgd_momentum_update")
 
 
 class FakeNvrtc:
@@ -33,8 +34,21 @@ class FakeNvrtc:
         return f"cubin of {name} {options[-1]}".encode()
 
 
-def cache(tmp_path, compile, read=lambda file: f"// source of {file}\n", target="sm_86") -> KernelCache:
+def cache(tmp_path, compile, read=lambda kernel: f"// source of {kernel}\n", target="sm_86") -> KernelCache:
     return KernelCache(target, (12, 4), ("-std=c++14",), compile=compile, root=tmp_path, read=read)
+
+
+@pytest.mark.parametrize("file", sources.KERNEL_FILES)
+def test_a_kernels_program_generates_code_for_it_alone(file):
+    """Each kernel of a file gets a program in which it is the one `extern "C" __global__` function, with
+    its own parameters; the file's other kernels stay (other kernels' helpers may sit among them) as
+    unreferenced static device functions."""
+    kernels = sources.signatures(file)
+    for kernel, params in kernels.items():
+        program = sources.kernel_program(kernel)
+        assert sources.parse_signatures(program) == {kernel: params}
+        for other in kernels.keys() - {kernel}:
+            assert f"static __device__ void {other}(" in program
 
 
 def test_key_follows_an_included_header(tmp_path):
@@ -64,14 +78,15 @@ def test_cache_folder_per_target_and_environment(tmp_path, monkeypatch):
     assert KernelCache("sm_86", (12, 4), ()).folder == tmp_path / "mine" / "litenet-sm_86"
 
 
-def test_cubin_is_written_whole_and_named_by_its_key(tmp_path):
+def test_cubin_is_written_whole_and_named_by_its_kernel_and_key(tmp_path):
     fake = FakeNvrtc()
     c = cache(tmp_path, fake)
-    path = c.cubin("linear")
-    assert path.read_bytes() == b"cubin of linear.cu -arch=sm_86"
+    path = c.cubin("linear_forward")
+    assert path.read_bytes() == b"cubin of linear_forward.cu -arch=sm_86"
     assert path.parent == tmp_path / "litenet-sm_86" and path.suffix == ".cubin"
+    assert path.name.startswith("linear_forward-")
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left behind
-    assert c.cubin("linear") == path and fake.calls == ["linear.cu"]  # the second time from the cache
+    assert c.cubin("linear_forward") == path and fake.calls == ["linear_forward.cu"]  # the second time: cached
 
 
 def test_a_failed_write_leaves_no_partial_file_and_no_cubin(tmp_path, monkeypatch):
@@ -82,39 +97,39 @@ def test_a_failed_write_leaves_no_partial_file_and_no_cubin(tmp_path, monkeypatc
 
     monkeypatch.setattr(kernel_cache.os, "replace", refuse)
     with pytest.raises(EnvironmentProblem, match=f"cannot write the kernel cache .*{kernel_cache.CACHE_ENV}"):
-        c.cubin("linear")
+        c.cubin("linear_forward")
     assert list(c.folder.iterdir()) == []
 
 
-def test_parallel_path_compiles_each_missing_file_once_and_skips_cached(tmp_path, monkeypatch):
+def test_parallel_path_compiles_each_missing_kernel_once_and_skips_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(kernel_cache, "worker_count", lambda jobs: jobs)
-    warm = FakeNvrtc()
-    cache(tmp_path, warm).cubin("gelu")  # already cached before the run
-    fake = FakeNvrtc(barrier=threading.Barrier(3))  # the three missing files must compile at the same time
-    compiled, workers, seconds = cache(tmp_path, fake).compile_missing(FILES + ("linear",))
+    cache(tmp_path, FakeNvrtc()).cubin("gelu_forward")  # already cached before the run
+    fake = FakeNvrtc(barrier=threading.Barrier(3))  # the three missing kernels must compile at the same time
+    compiled, workers, seconds = cache(tmp_path, fake).compile_missing(KERNELS + ("linear_forward",))
     assert (compiled, workers) == (3, 3) and seconds >= 0
-    assert sorted(fake.calls) == ["linear.cu", "loss.cu", "sgd.cu"]
+    assert sorted(fake.calls) == ["cross_entropy_forward.cu", "linear_forward.cu", "sgd_momentum_update.cu"]
     again = FakeNvrtc()
-    assert cache(tmp_path, again).compile_missing(FILES) == (0, 0, 0.0) and again.calls == []
+    assert cache(tmp_path, again).compile_missing(KERNELS) == (0, 0, 0.0) and again.calls == []
 
 
-def test_worker_count_is_bounded_by_the_files_and_the_cpus():
+def test_worker_count_is_bounded_by_the_kernels_and_the_cpus():
     assert kernel_cache.worker_count(1) == 1
     assert 1 <= kernel_cache.worker_count(1000) <= 1000
 
 
 def one_line_error(tmp_path, run) -> str:
+    read = lambda kernel: f"// {'BROKEN' if kernel == 'cross_entropy_forward' else 'fine'} {kernel}"  # noqa: E731
     with pytest.raises(KernelCompileError) as info:
-        run(cache(tmp_path, FakeNvrtc(fail="BROKEN"), read=lambda f: f"// {'BROKEN' if f == 'loss' else 'fine'} {f}"))
+        run(KernelCache("sm_86", (12, 4), (), compile=FakeNvrtc(fail="BROKEN"), root=tmp_path, read=read))
     return str(info.value)
 
 
 def test_a_compile_error_is_one_line_alike_on_both_paths(tmp_path):
-    parallel = one_line_error(tmp_path / "a", lambda c: c.compile_missing(FILES))
-    serial = one_line_error(tmp_path / "b", lambda c: c.cubin("loss"))
+    parallel = one_line_error(tmp_path / "a", lambda c: c.compile_missing(KERNELS))
+    serial = one_line_error(tmp_path / "b", lambda c: c.cubin("cross_entropy_forward"))
     assert "\n" not in parallel
-    assert parallel.startswith('NVRTC 12.4 could not compile kernels/loss.cu for sm_86: loss.cu(7): error: '
-                               'identifier "x" is undefined (NVRTC\'s log: ')
+    assert parallel.startswith("NVRTC 12.4 could not compile cross_entropy_forward (kernels/loss.cu) for sm_86: "
+                               'cross_entropy_forward.cu(7): error: identifier "x" is undefined (NVRTC\'s log: ')
     assert parallel.replace(str(tmp_path / "a"), "") == serial.replace(str(tmp_path / "b"), "")
     log = parallel.rsplit("NVRTC's log: ", 1)[1].rstrip(")")
     assert "1 error detected" in open(log).read()  # the whole log is kept
@@ -122,12 +137,12 @@ def test_a_compile_error_is_one_line_alike_on_both_paths(tmp_path):
 
 
 def test_preparation_lines():
-    assert Preparation(38, 38, 16, 6.14).describe() == "38 files compiled in 6.1 s (16 workers), 0 cached"
-    assert Preparation(38, 0, 0, 0.43).describe() == "all 38 cached, loaded in 0.4 s"
-    assert Preparation(20, 1, 1, 2.0).describe() == "1 file compiled in 2.0 s (1 worker), 19 cached"
+    assert Preparation(20, 20, 16, 6.14).describe() == "20 compiled in 6.1 s (16 workers), 0 cached"
+    assert Preparation(20, 0, 0, 0.43).describe() == "all 20 cached, loaded in 0.4 s"
+    assert Preparation(20, 1, 1, 2.0).describe() == "1 compiled in 2.0 s (1 worker), 19 cached"
     assert "CuPy" in Preparation(5, None, 1, 9.0).describe()
     assert Preparation(2, 1, 1, 1.23456, 1.0, "sm_90a").record() == {
-        "files": 2, "compiled": 1, "workers": 1, "seconds": 1.235, "compile_seconds": 1.0, "target": "sm_90a"}
+        "kernels": 2, "compiled": 1, "workers": 1, "seconds": 1.235, "compile_seconds": 1.0, "target": "sm_90a"}
 
 
 def nvcc_cubin(source: str, name: str, options: tuple) -> bytes:
@@ -150,13 +165,16 @@ def nvcc_cubin(source: str, name: str, options: tuple) -> bytes:
 
 @pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc is not installed")
 def test_real_compiler_through_the_cache(tmp_path):
-    """Real kernel files (headers inlined) through the parallel path with nvcc standing in for NVRTC: ELF
-    cubins for sm_90a, and a real compiler's error as the one line."""
+    """Real kernels' programs through the parallel path with nvcc standing in for NVRTC: each an sm_90a cubin
+    holding that kernel and no other of its file, and a real compiler's error as the one line."""
     c = KernelCache("sm_90a", (12, 4), ("-std=c++14", "-ftz=true"), compile=nvcc_cubin, root=tmp_path)
-    assert c.compile_missing(("gelu", "loss"))[0] == 2
-    assert all(c.path(f).read_bytes()[:4] == b"\x7fELF" for f in ("gelu", "loss"))
+    assert c.compile_missing(("gelu_forward", "cross_entropy_forward"))[0] == 2
+    gelu, loss = (c.path(k).read_bytes() for k in ("gelu_forward", "cross_entropy_forward"))
+    assert gelu[:4] == loss[:4] == b"\x7fELF"
+    assert b".text.gelu_forward" in gelu and b".text.gelu_backward" not in gelu
+    assert b".text.cross_entropy_forward" in loss and b".text.margin_loss_forward" not in loss
     broken = KernelCache("sm_90a", (12, 4), ("-std=c++14",), compile=nvcc_cubin, root=tmp_path,
-                         read=lambda f: sources.read_source(f) + "\nint broken = undefined_name;\n")
-    with pytest.raises(KernelCompileError, match=r'^NVRTC 12\.4 could not compile kernels/gelu\.cu for sm_90a: '
-                                                 r'.*error.*undefined_name[^\n]*$'):
-        broken.compile_missing(("gelu",))
+                         read=lambda k: sources.kernel_program(k) + "\nint broken = undefined_name;\n")
+    with pytest.raises(KernelCompileError, match=r"^NVRTC 12\.4 could not compile gelu_forward \(kernels/gelu\.cu\) "
+                                                 r"for sm_90a: .*error.*undefined_name[^\n]*$"):
+        broken.compile_missing(("gelu_forward",))

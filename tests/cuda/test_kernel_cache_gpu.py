@@ -1,5 +1,5 @@
 """The kernel cache with NVRTC on a GPU (skipped without CuPy and a GPU): an empty cache compiles the
-files on parallel threads (NVRTC's CPU time summed well over the wall time), a second device loads them
+kernels on parallel threads (NVRTC's CPU time summed well over the wall time), a second device loads them
 all from it, and the plain target's cubins (LITENET_ARCH_SPECIFIC=0, compiled through the same cache)
 compute what the twins do."""
 
@@ -8,28 +8,26 @@ from __future__ import annotations
 import pytest
 from harness import Runner, compare_kernel
 
-from litenet.gpu import sources
 from litenet.gpu.kernel_cache import CACHE_ENV, worker_count
 
 pytestmark = pytest.mark.gpu
 
-FILES = ("linear", "token_linear", "embed", "fused_rows", "residual_layernorm", "gelu", "adamw", "loss")
-
-
-def first_kernels(files):
-    return [next(iter(sources.signatures(f))) for f in files]
+# The products of a litenet-mixer BF16 step: the heaviest kernels a preset compiles.
+KERNELS = ("linear_forward_bf16", "linear_gelu_forward_bf16", "linear_backward_input_bf16", "linear_backward_weight_bf16",
+           "token_linear_gelu_forward_bf16", "token_linear_residual_forward_bf16", "token_linear_backward_input_bf16",
+           "token_linear_backward_weight_bf16")
 
 
 def test_empty_cache_compiles_in_parallel_then_loads(tmp_path, monkeypatch):
     from litenet.gpu.device import CupyDevice
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
-    cold = CupyDevice().prepare(first_kernels(FILES))
-    assert (cold.files, cold.compiled, cold.workers) == (len(FILES), len(FILES), worker_count(len(FILES)))
+    cold = CupyDevice().prepare(KERNELS)
+    assert (cold.kernels, cold.compiled, cold.workers) == (len(KERNELS), len(KERNELS), worker_count(len(KERNELS)))
     if cold.workers >= 4:
         assert cold.compile_seconds >= 2 * cold.seconds, f"NVRTC did not compile in parallel: {cold.record()}"
-    assert len(list((tmp_path / f"litenet-{cold.target}").glob("*.cubin"))) == len(FILES)
-    warm = CupyDevice().prepare(first_kernels(FILES))
+    assert len(list((tmp_path / f"litenet-{cold.target}").glob("*.cubin"))) == len(KERNELS)
+    warm = CupyDevice().prepare(KERNELS)
     assert warm.compiled == 0 and warm.seconds < cold.seconds
 
 

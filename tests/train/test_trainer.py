@@ -52,10 +52,10 @@ def test_kernel_preparation_and_process_time_are_reported_once(tmp_path, monkeyp
     make(tmp_path, backend="prepared").run()
     out = capsys.readouterr().out
     assert out.count("litenet train: kernels:") == 1
-    assert "litenet train: kernels: 3 files compiled in 1.5 s (2 workers), 1 cached" in out
+    assert "litenet train: kernels: 3 compiled in 1.5 s (2 workers), 1 cached" in out
     records = read_metrics(tmp_path / "metrics.jsonl")
     run = next(r for r in records if r["type"] == "run")
-    assert run["kernels"] == {"files": 4, "compiled": 3, "workers": 2, "seconds": 1.5, "compile_seconds": 2.8,
+    assert run["kernel_preparation"] == {"kernels": 4, "compiled": 3, "workers": 2, "seconds": 1.5, "compile_seconds": 2.8,
                               "target": "sm_90a"}
     process = [r for r in records if r["type"] == "process"]
     epochs = sum(r["seconds"] for r in records if r["type"] == "epoch")
@@ -69,7 +69,7 @@ def test_kernel_preparation_and_process_time_are_reported_once(tmp_path, monkeyp
 def test_numpy_backend_reports_no_kernels(tmp_path, capsys):
     make(tmp_path).run()
     assert "kernels:" not in capsys.readouterr().out
-    assert next(r for r in read_metrics(tmp_path / "metrics.jsonl") if r["type"] == "run")["kernels"] is None
+    assert next(r for r in read_metrics(tmp_path / "metrics.jsonl") if r["type"] == "run")["kernel_preparation"] is None
 
 
 def test_learns_the_synthetic_task(tmp_path):
