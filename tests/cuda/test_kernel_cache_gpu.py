@@ -1,7 +1,7 @@
-"""The kernel cache with NVRTC on a GPU (skipped without CuPy and a GPU): an empty cache compiles the
-kernels on parallel threads (NVRTC's CPU time summed well over the wall time), a second device loads them
-all from it, and the plain target's cubins (LITENET_ARCH_SPECIFIC=0, compiled through the same cache)
-compute what the twins do."""
+"""The kernel cache with NVRTC on a GPU (skipped without CuPy and a GPU): an empty cache compiles each
+kernel once, a second device loads them all from it, and the plain target's cubins (LITENET_ARCH_SPECIFIC=0,
+compiled through the same cache) compute what the twins do. Whether NVRTC's compiles overlap on the threads
+is measured (bench/results/gpu-startup.md), not asserted: NVRTC 13.0 ran them one at a time."""
 
 from __future__ import annotations
 
@@ -18,14 +18,13 @@ KERNELS = ("linear_forward_bf16", "linear_gelu_forward_bf16", "linear_backward_i
            "token_linear_backward_weight_bf16")
 
 
-def test_empty_cache_compiles_in_parallel_then_loads(tmp_path, monkeypatch):
+def test_empty_cache_compiles_each_kernel_once_then_loads(tmp_path, monkeypatch):
     from litenet.gpu.device import CupyDevice
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     cold = CupyDevice().prepare(KERNELS)
     assert (cold.kernels, cold.compiled, cold.workers) == (len(KERNELS), len(KERNELS), worker_count(len(KERNELS)))
-    if cold.workers >= 4:
-        assert cold.compile_seconds >= 2 * cold.seconds, f"NVRTC did not compile in parallel: {cold.record()}"
+    assert 0 < cold.compile_seconds and 0 < cold.seconds, cold.record()
     assert len(list((tmp_path / f"litenet-{cold.target}").glob("*.cubin"))) == len(KERNELS)
     warm = CupyDevice().prepare(KERNELS)
     assert warm.compiled == 0 and warm.seconds < cold.seconds
