@@ -180,14 +180,20 @@ class MixerStep:
         self.pos += 1
 
 
-def bench_torch(*args) -> dict:
+def _with_clean_pool(measure, *args) -> dict:
+    """measure(*args) with PyTorch's peak-memory counter reset and its cache emptied before and after (the
+    model, its graph and its pool are gone with measure's frame)."""
     import torch
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     try:
-        return _torch_ms(*args)
-    finally:  # the model, its graph and its pool are gone with _torch_ms's frame
+        return measure(*args)
+    finally:
         torch.cuda.empty_cache()
+
+
+def bench_torch(*args) -> dict:
+    return _with_clean_pool(_torch_ms, *args)
 
 
 def _torch_ms(model, train, params, images, labels, sched, precision, steps, repeats) -> dict:
@@ -214,13 +220,7 @@ def _torch_ms(model, train, params, images, labels, sched, precision, steps, rep
 
 
 def bench_peer(*args) -> dict:
-    import torch
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    try:
-        return _peer_ms(*args)
-    finally:  # the peer, its graph and its pool are gone with _peer_ms's frame
-        torch.cuda.empty_cache()
+    return _with_clean_pool(_peer_ms, *args)
 
 
 def _peer_ms(model, train, params, images, labels, sched, precision, steps, repeats) -> dict:
