@@ -31,7 +31,7 @@ def lower_inference(model, batch: int, precision: str, sm_count: int, packed=Non
     """The forward pass of `batch` images. `packed`: the runtime's packed weights (the MLP's PackedNet,
     the Mixer's int8 MixerWeights) where a rewrite reads them; `mode`: the MLP's fused | phases | tiles,
     "ops" otherwise; `grid`: the MLP rows kernel's block count (default one per SM)."""
-    family = getattr(model, "family", "layers")
+    family = model.family
     if family == "mlp" and packed is not None:
         from litenet.lowering.fast.rows import mlp_inference
         program = mlp_inference(forward_program(model, batch, PREFIX), packed, batch, PREFIX, mode, grid or sm_count)
