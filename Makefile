@@ -117,7 +117,7 @@ bench-startup: $(GPU_VENV_DEPS) data  ## (~1-3 min, 1 GPU) a CUDA training proce
 	$(PY) bench/bench_startup_gpu.py --train $(data_flag) --out $(NEW_RESULTS)/startup.md
 
 .PHONY: bench-mixer-gpu
-bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (~20 min on an H200, most of it PyTorch eager's 100 epochs; needs torch) the Mixer's CUDA step, and the race to 80/82/85/88 % and final accuracy on litenet-mixer-cutmix's recipe, vs PyTorch eager and the peer of record (torch.compile in one CUDA graph of the whole step), BF16 both sides, JSON into bench/results/new/
+bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (three whole 100-epoch runs, most of the time PyTorch eager's; needs torch) the Mixer's CUDA step, and the race to 80/82/85/88 % and final accuracy on litenet-mixer-cutmix's recipe, vs PyTorch eager and the peer of record (torch.compile in one CUDA graph of the whole step), BF16 both sides, JSON into bench/results/new/
 	$(PY) bench/bench_mixer_gpu.py steps --out $(NEW_RESULTS)/gpu-mixer-steps.json
 	$(PY) bench/bench_mixer_gpu.py train $(data_flag) --preset litenet-mixer-cutmix --epochs 100 \
 	  --runs litenet:bf16 torch:bf16 torch-graph:bf16 --targets 0.80 0.82 0.85 0.88 --out $(NEW_RESULTS)/gpu-mixer-train.json
