@@ -23,6 +23,19 @@ def replaced(rewrite: str, regions: list[Region], calls: list[Call]) -> Region:
                   [c for r in regions for c in r.reference], rewrite)
 
 
+def packed_constant(prog, name: str, values: np.ndarray, purpose: str) -> Ref:
+    """A state tensor uploaded once from host values (the inference rewrites' packed weights)."""
+    ref = prog.add(name, values.shape, values.dtype, life="state", purpose=purpose)
+    prog.constants[name] = values
+    return ref
+
+
+def unused_pointers(prog) -> tuple[Ref, Ref]:
+    """A float and an int32 tensor for the pointer arguments a launch does not read (flag 0)."""
+    return (prog.add("infer.dummy_f", (4,), life="state", purpose="an unused pointer argument"),
+            prog.add("infer.dummy_i", (4,), np.int32, life="state", purpose="an unused pointer argument"))
+
+
 def dy_of(region) -> Ref:
     """∂ of the op's output, as the region's reference calls read it."""
     for call in region.reference:

@@ -25,6 +25,7 @@ from litenet import graph
 from litenet.gpu import splitk
 from litenet.gpu.infer_layout import pad16, pad64, padded_k
 from litenet.gpu.launch import THREADS
+from litenet.lowering.fast.common import packed_constant, unused_pointers
 from litenet.lowering.program import Call, Program, Ref, Region
 
 i32, f32 = np.int32, np.float32
@@ -43,16 +44,10 @@ class _Walk:
         self.ops = graph.ops_of(m)
         self.index = {op.name: i for i, op in enumerate(self.ops)}
         self.readers = graph.consumers(self.ops)
-        self.words = self._constant("infer.words", packed.words, "the packed int8 weights, four to a word")
-        self.floats = self._constant("infer.floats", packed.floats, "multipliers, biases, γ, β of the int8 plan")
-        self.dummy_f = prog.add("infer.dummy_f", (4,), life="state", purpose="an unused pointer argument")
-        self.dummy_i = prog.add("infer.dummy_i", (4,), np.int32, life="state", purpose="an unused pointer argument")
+        self.words = packed_constant(prog, "infer.words", packed.words, "the packed int8 weights, four to a word")
+        self.floats = packed_constant(prog, "infer.floats", packed.floats, "multipliers, biases, γ, β of the int8 plan")
+        self.dummy_f, self.dummy_i = unused_pointers(prog)
         self.fused: set[str] = set()
-
-    def _constant(self, name: str, values: np.ndarray, purpose: str) -> Ref:
-        ref = self.prog.add(name, values.shape, values.dtype, life="state", purpose=purpose)
-        self.prog.constants[name] = values
-        return ref
 
     # -- the packed model ----------------------------------------------------------------------------
 

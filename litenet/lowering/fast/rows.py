@@ -26,6 +26,7 @@ from litenet.errors import LiteNetError
 from litenet.gpu.infer_layout import layers, pad64, phases
 from litenet.gpu.launch import SMEM_LIMIT, THREADS
 from litenet.graph import ops_of
+from litenet.lowering.fast.common import packed_constant, unused_pointers
 from litenet.lowering.program import Call, Program, Ref, Region
 
 i32, f32 = np.int32, np.float32
@@ -60,13 +61,12 @@ class _Packed:
         s, self.net, self.prog, self.prefix = net.shape, net, prog, prefix
         self.dp, self.hp = pad64(s.width), pad64(s.hidden)
         self.int8 = net.precision == "int8"
-        self.words = self._constant("infer.words", net.words, "the packed weights (litenet.runtime.cuda_net)")
+        self.words = packed_constant(prog, "infer.words", net.words, "the packed weights (litenet.runtime.cuda_net)")
         self.floats = self.words if not self.int8 else \
-            self._constant("infer.floats", net.floats, "multipliers, biases, scales, γ, β of the int8 plan")
-        self.layout = self._constant("infer.layout", net.layout.ravel(), "each layer's offsets in the arenas")
+            packed_constant(prog, "infer.floats", net.floats, "multipliers, biases, scales, γ, β of the int8 plan")
+        self.layout = packed_constant(prog, "infer.layout", net.layout.ravel(), "each layer's offsets in the arenas")
         self.sync = prog.add("infer.sync", (2,), np.uint32, life="state", purpose="the grid barrier's counter")
-        self.dummy_f = prog.add("infer.dummy_f", (4,), life="state", purpose="an unused pointer argument")
-        self.dummy_i = prog.add("infer.dummy_i", (4,), np.int32, life="state", purpose="an unused pointer argument")
+        self.dummy_f, self.dummy_i = unused_pointers(prog)
         buf = lambda name, cols, dtype=np.float32: prog.add(  # noqa: E731
             prefix + name, (batch, cols), dtype, life="state", purpose="a row buffer, pads kept zero")
         self.h, self.s = buf("h", self.dp), buf("s", self.dp)
@@ -74,11 +74,6 @@ class _Packed:
             self.qh, self.qa = buf("qh", self.dp // 4, np.int32), buf("qa", self.hp // 4, np.int32)
         else:
             self.a = buf("a", self.hp)
-
-    def _constant(self, name: str, values: np.ndarray, purpose: str) -> Ref:
-        ref = self.prog.add(name, values.shape, values.dtype, life="state", purpose=purpose)
-        self.prog.constants[name] = values
-        return ref
 
     def words_of(self, phase: int) -> Ref:
         _name, n, k = layers(self.net.shape)[phase]
