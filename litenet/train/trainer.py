@@ -342,9 +342,9 @@ class Trainer:
         """The process's wall time so far against the epochs it trained: what start-up, evaluation and
         saving cost on top of training (one line, and a "process" record in metrics.jsonl)."""
         process, epochs = process_seconds(), sum(self._epoch_seconds)
-        ratio = process / max(epochs, 1e-9)
+        ratio = round(process / max(epochs, 1e-9), 2)  # rounded once, so the line and the record agree
         self.metrics.write([{"type": "process", "seconds": round(process, 3), "epoch_seconds": round(epochs, 3),
-                             "epochs": len(self._epoch_seconds), "ratio": round(ratio, 3)}])
+                             "epochs": len(self._epoch_seconds), "ratio": ratio}])
         print(f"litenet train: process {seconds(process)} for {seconds(epochs)} of epochs ({ratio:.2f}×)", flush=True)
 
     def _report_epoch(self, r: dict, bar) -> None:
