@@ -225,7 +225,7 @@ class LiveNetwork:
 
     def params(self) -> np.ndarray:
         """The current weights (the backend's own array for NumPy; a host copy otherwise)."""
-        return self.backend.params if isinstance(self.backend, NumpyBackend) else self.backend.state()["params"]
+        return self.backend.params if isinstance(self.backend, NumpyBackend) else self.backend.weights()
 
     def probe(self) -> dict | None:
         """Re-run the last batch (or the next one, before any step) forward and backward with the current

@@ -7,6 +7,7 @@ Every backend class has the same small set of methods (see NumpyBackend for the 
                                               as keywords: flips, and crops, cutouts, mixes where supported)
   fetch_stats() -> dict of arrays             per-step statistics since the last call (STAT_FIELDS)
   logits(images) -> float32 (N, classes)      forward only, for evaluation
+  weights() -> float32 (P,)                   the parameters alone, a host copy (read after every chunk)
   state() / load_state(state)                 {"params", "velocity"} as host arrays, for checkpoints
   kernel_preparation                          what making the kernels ready cost (gpu/kernel_cache.Preparation),
                                               None where nothing is compiled

@@ -6,7 +6,8 @@ made before the first step. A step reads its batch, augmentation draws, learning
 count from a schedule on the device through a device-side step counter, so its launch list is
 captured once as a CUDA graph and replayed with no host synchronisation; statistics stay on the
 device, one row per step, until fetch_stats. Evaluation is the same walk without the backward, in
-the same arena.
+the same arena, over a split kept on the device: one upload, one captured graph replayed a batch at a
+time, one download (litenet/lowering/evaluation.py).
 
 Options: `kernels` "fast" (default) or "reference"; `precision` fp32 | tf32 | bf16 (the fast tier's
 products; the reference tier is fp32 and refuses the others); `check_kernels` N runs the first N steps
@@ -16,6 +17,7 @@ twin (lowering/check.py); `print_launches` prints the launch list before trainin
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -24,6 +26,7 @@ from litenet.errors import LiteNetError, UsageError
 from litenet.graph import ops_of
 from litenet.lowering import KERNEL_TIERS, lower_forward, lower_training
 from litenet.lowering.arena import Arena, bind
+from litenet.lowering.evaluation import SPLIT_COUNTER, SPLIT_IMAGES, SPLIT_LOGITS, over_split
 from litenet.lowering.program import Program, Region
 from litenet.lowering.stats import StatsLayout, param_offsets
 from litenet.model import param_count
@@ -86,7 +89,7 @@ class GpuBackend:
         options = dict(precision=precision, sm_count=device.sm_count, world_size=self.comm.world_size if self.comm else None,
                        **tiles)
         self.program = lower_training(model, train, self.batch, self.capacity, kernels, **options)
-        self.eval_program = lower_forward(model, self.batch, kernels, **options)
+        self.eval_program = over_split(lower_forward(model, self.batch, kernels, **options), model, self.batch)
         if print_launches:
             print(self.program.describe(), file=sys.stderr)
         # Every kernel the run launches, compiled (in parallel where the cache lacks them) before the first.
@@ -97,10 +100,9 @@ class GpuBackend:
         self._upload_state(params)
         self.use_graph, self.steps_per_graph = graph, max(1, int(steps_per_graph))
         self.check_kernels, self.check_report, self._checker = int(check_kernels), {}, None
-        self._eval = [bind(c, self.v) for c in self.eval_program.calls()]
+        self._eval, self._eval_graphs, self._split_room = None, {}, 0  # bound once the split's buffers exist
         self._refresh = [bind(c, self.v) for c in self.program.refresh]
         self._refresh_copies()
-        self._logits = f"eval/{ops_of(model)[-1].name}"
         self._steps = self._graphs = None
         self._dataset, self._host_set = None, None
         self._pos, self._done, self._pending, self.updates = 0, 0, [], 0
@@ -230,23 +232,49 @@ class GpuBackend:
         return reduce_stats(self.stats_layout.unpack(rows), self.comm)
 
     def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
-        """Forward only, one batch of images at a time through the evaluation program."""
+        """Forward only, through the evaluation program at the training batch (`batch_size` is the NumPy
+        backend's): the images go up once, a captured graph scores them a batch per replay, the logits come
+        down once."""
         check_images(images, "images")
+        n, classes = len(images), ops_of(self.model)[-1].shape[-1]
+        if n == 0:
+            return np.zeros((0, classes), np.float32)
+        self._make_split_room(n)
+        self.dev.upload(self.v["eval/" + SPLIT_IMAGES][:n], np.asarray(images))
+        self.dev.upload(self.v["eval/" + SPLIT_COUNTER], np.array([0, n], np.int32))
+        batches, done = math.ceil(n / self.batch), 0
+        while done < batches:
+            k = self.steps_per_graph if batches - done >= self.steps_per_graph else 1
+            if not self.use_graph:
+                for launch in self._eval * k:
+                    self.dev.launch(launch)
+            else:
+                if k not in self._eval_graphs:
+                    self._eval_graphs[k] = self.dev.capture(self._eval * k)
+                self.dev.replay(self._eval_graphs[k])
+            done += k
+        return self.dev.download(self.v["eval/" + SPLIT_LOGITS][:n])
+
+    def _make_split_room(self, n: int) -> None:
+        """Device buffers for a split of at least n images (whole batches), made when a larger split comes;
+        the evaluation's launches are bound to them, so growing them drops the captured graphs."""
+        if n <= self._split_room:
+            return
+        room = math.ceil(n / self.batch) * self.batch
         classes = ops_of(self.model)[-1].shape[-1]
-        out = np.empty((len(images), classes), np.float32)
-        chunk = np.zeros((self.batch, 32, 32, 3), np.uint8)
-        for start in range(0, len(images), self.batch):
-            part = np.asarray(images[start:start + self.batch])
-            chunk[:len(part)] = part
-            chunk[len(part):] = 0
-            self.dev.upload(self.v["eval/images"], chunk)
-            for launch in self._eval:
-                self.dev.launch(launch)
-            out[start:start + len(part)] = self.dev.download(self.v[self._logits])[:len(part)]
-        return out
+        self._eval_graphs = {}  # they point at the old buffers: drop them before those go
+        self.v["eval/" + SPLIT_IMAGES] = self.dev.to_device(np.zeros((room, 32, 32, 3), np.uint8))
+        self.v["eval/" + SPLIT_LOGITS] = self.dev.to_device(np.zeros((room, classes), np.float32))
+        self._eval = [bind(c, self.v) for c in self.eval_program.calls()]
+        self._split_room = room
 
     def _moments(self) -> tuple[str, ...]:
         return ("velocity",) if self.train.optimizer == "sgd" else ("m", "v")
+
+    def weights(self) -> np.ndarray:
+        """The parameters alone, as a host array: the trainer reads them after every chunk, and the
+        optimiser's moments would triple the copy."""
+        return self.dev.download(self.v["params"])
 
     def state(self) -> dict[str, np.ndarray]:
         """Parameters and the optimiser's state, as host arrays, for a checkpoint."""
@@ -265,10 +293,13 @@ class GpuBackend:
         self.dev.synchronize()
 
     def memory_report(self) -> dict:
-        """Device memory: the arena (every tensor, placed by liveness), the training set, the device's figures."""
+        """Device memory: the arena (every tensor, placed by liveness), the training set, the split last
+        evaluated, the device's figures."""
         dataset = sum(int(a.nbytes) for a in self._dataset.values()) if self._dataset else 0
+        split = sum(int(self.v[k].nbytes) for k in ("eval/" + SPLIT_IMAGES, "eval/" + SPLIT_LOGITS) if k in self.v)
         return {"kernels": self.kernels, "precision": self.precision, "arena_bytes": self.arena.size,
-                "dataset_bytes": dataset, **self.dev.memory(), "buffers": self.arena.table()}
+                "dataset_bytes": dataset, "evaluation_split_bytes": split, **self.dev.memory(),
+                "buffers": self.arena.table()}
 
     # -- internals -------------------------------------------------------------------------------
 

@@ -135,6 +135,10 @@ class NumpyBackend:
         return fwd.logits(network.ops_of(self.model), param_views(self.params, self.model), images, batch_size,
                           dtype=self.params.dtype.type)
 
+    def weights(self) -> np.ndarray:
+        """The parameters alone, a host copy (what the trainer reads after every chunk)."""
+        return self.params.copy()
+
     def state(self) -> dict[str, np.ndarray]:
         """Parameters and the optimiser's state, as host arrays, for a checkpoint."""
         return {"params": self.params.copy(), **{k: v.copy() for k, v in self.moments.items()},

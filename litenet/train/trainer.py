@@ -182,7 +182,7 @@ class Trainer:
                       "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
                       "kernel_preparation": None if preparation is None else preparation.record(),
                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}])
-        self._chunk_start_params = backend.state()["params"]
+        self._chunk_start_params = backend.weights()
         return backend, position
 
     def _write(self, records: list[dict]) -> None:
@@ -240,7 +240,7 @@ class Trainer:
             part = slice(step, step + count)
             backend.train_steps(batches[part], lrs, **{name: d[part] for name, d in draws.items()})
             stats = backend.fetch_stats()  # of the global batch: every rank holds the same numbers
-            params = backend.state()["params"]
+            params = backend.weights()
             if self.writer:
                 records = _step_records(stats, lrs, global_step, epoch)
                 records[-1].update(self._weight_change(params, count))
@@ -276,7 +276,7 @@ class Trainer:
             self._save(backend, position)
             self._plot(every_seconds=60)
             self._report_epoch(record, bar)
-        stop = agree(self.comm, interrupt.requested, backend.state()["params"])  # Ctrl-C during the evaluation
+        stop = agree(self.comm, interrupt.requested, backend.weights())  # Ctrl-C during the evaluation
         if (stop or at_limit) and epoch + 1 < self.train.epochs:
             return TrainResult(position, record.get("test_accuracy"), "interrupted")
         return None
