@@ -231,39 +231,44 @@ class Trainer:
         # the epoch's losses so far: a run resumed inside an epoch reports the whole epoch's mean
         started, losses = time.perf_counter(), list(self._resumed_losses) if first_step else []
         step, stop_at = first_step, self.options.stop_after_steps
-        while step < self.steps_per_epoch:
-            count = min(self.options.chunk_steps, self.steps_per_epoch - step)
-            global_step = epoch * self.steps_per_epoch + step
-            if stop_at is not None:
-                count = min(count, stop_at - global_step)
-            lrs = schedule.learning_rates(global_step, count, self.total_steps, self.train)
-            part = slice(step, step + count)
-            backend.train_steps(batches[part], lrs, **{name: d[part] for name, d in draws.items()})
-            stats = backend.fetch_stats()  # of the global batch: every rank holds the same numbers
-            params = backend.weights()
-            if self.writer:
-                records = _step_records(stats, lrs, global_step, epoch)
-                records[-1].update(self._weight_change(params, count))
-                self.metrics.write(records)
-            if not np.all(np.isfinite(stats["loss"])):
-                bad = global_step + int(np.argmax(~np.isfinite(stats["loss"])))
+        unwritten = None  # the last chunk's records, written while the backend runs the next chunk
+        try:
+            while step < self.steps_per_epoch:
+                count = min(self.options.chunk_steps, self.steps_per_epoch - step)
+                global_step = epoch * self.steps_per_epoch + step
+                if stop_at is not None:
+                    count = min(count, stop_at - global_step)
+                lrs = schedule.learning_rates(global_step, count, self.total_steps, self.train)
+                part = slice(step, step + count)
+                backend.train_steps(batches[part], lrs, **{name: d[part] for name, d in draws.items()})
+                unwritten = self._write_chunk(unwritten)  # while a GPU runs the chunk just handed over
+                stats = backend.fetch_stats()  # of the global batch: every rank holds the same numbers
+                params = backend.weights()
                 if self.writer:
-                    kept = (f"The checkpoint in {self.out} (saved before step {bad}, every loss finite) is kept"
-                            if (self.out / CHECKPOINT_FILE).is_file() else
-                            f"No checkpoint was saved before it, so {self.out} holds none")
-                    print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
-                          f"{kept} (lower lr_base or check the data).", file=sys.stderr)
-                return TrainResult(Position(epoch, step, global_step), None, "diverged")
-            stop = agree(self.comm, interrupt.requested, params)  # the same answer on every rank
-            losses.extend(stats["loss"])
-            step += count
-            bar.update(count)
-            bar.set_postfix(loss=f"{np.mean(stats['loss']):.4f}", refresh=False)
-            at_limit = stop_at is not None and epoch * self.steps_per_epoch + step >= stop_at
-            if (stop or at_limit) and step < self.steps_per_epoch:
-                position = Position(epoch, step, epoch * self.steps_per_epoch + step)
-                self._save(backend, position, epoch_losses=losses)
-                return TrainResult(position, None, "interrupted")
+                    unwritten = (stats, lrs, global_step, epoch, params, count)
+                if not np.all(np.isfinite(stats["loss"])):
+                    unwritten = self._write_chunk(unwritten)
+                    bad = global_step + int(np.argmax(~np.isfinite(stats["loss"])))
+                    if self.writer:
+                        kept = (f"The checkpoint in {self.out} (saved before step {bad}, every loss finite) is kept"
+                                if (self.out / CHECKPOINT_FILE).is_file() else
+                                f"No checkpoint was saved before it, so {self.out} holds none")
+                        print(f"litenet: the loss became {stats['loss'][bad - global_step]} at step {bad}; stopping. "
+                              f"{kept} (lower lr_base or check the data).", file=sys.stderr)
+                    return TrainResult(Position(epoch, step, global_step), None, "diverged")
+                stop = agree(self.comm, interrupt.requested, params)  # the same answer on every rank
+                losses.extend(stats["loss"])
+                step += count
+                bar.update(count)
+                bar.set_postfix(loss=f"{np.mean(stats['loss']):.4f}", refresh=False)
+                at_limit = stop_at is not None and epoch * self.steps_per_epoch + step >= stop_at
+                if (stop or at_limit) and step < self.steps_per_epoch:
+                    unwritten = self._write_chunk(unwritten)
+                    position = Position(epoch, step, epoch * self.steps_per_epoch + step)
+                    self._save(backend, position, epoch_losses=losses)
+                    return TrainResult(position, None, "interrupted")
+        finally:
+            self._write_chunk(unwritten)  # every chunk trained has its records, whatever ended the loop
         position = Position(epoch + 1, 0, (epoch + 1) * self.steps_per_epoch)
         at_limit = stop_at is not None and position.global_step >= stop_at
         record = {}
@@ -279,6 +284,17 @@ class Trainer:
         stop = agree(self.comm, interrupt.requested, backend.weights())  # Ctrl-C during the evaluation
         if (stop or at_limit) and epoch + 1 < self.train.epochs:
             return TrainResult(position, record.get("test_accuracy"), "interrupted")
+        return None
+
+    def _write_chunk(self, chunk: tuple | None) -> None:
+        """A chunk's step records, the last with the weights' change over the chunk (docs/insight.md). The
+        loop writes them after handing the backend the next chunk, so that a GPU need not wait for the host
+        to format and write them; returns what is left unwritten (nothing), for `unwritten = …`."""
+        if chunk is not None:
+            stats, lrs, global_step, epoch, params, count = chunk
+            records = _step_records(stats, lrs, global_step, epoch)
+            records[-1].update(self._weight_change(params, count))
+            self.metrics.write(records)
         return None
 
     def _weight_change(self, params: np.ndarray, steps: int) -> dict:

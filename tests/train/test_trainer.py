@@ -45,6 +45,20 @@ def test_writes_the_documented_outputs(tmp_path):
     assert np.sqrt(np.sum(np.square(steps[0]["grad_norms"]))) == pytest.approx(steps[0]["grad_norm"], rel=1e-4)
 
 
+def test_a_chunks_records_are_written_while_the_next_chunk_trains(tmp_path, monkeypatch):
+    """The host formats and writes a chunk's records after handing over the next chunk (a GPU is not left
+    waiting for it); every record is still written, in order, by the end of the epoch."""
+    from train_fixtures import WatchingBackend
+
+    monkeypatch.setitem(BACKENDS, "watching", "train_fixtures:WatchingBackend")
+    monkeypatch.setattr(WatchingBackend, "seen", [])
+    monkeypatch.setattr(WatchingBackend, "folder", tmp_path)
+    make(tmp_path, backend="watching").run()  # 10 steps an epoch in chunks of 4, 4 and 2
+    assert WatchingBackend.seen == [0, 0, 4, 10, 10, 14, 20, 20, 24]
+    steps = [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl") if r["type"] == "step"]
+    assert steps == list(range(30))
+
+
 def test_kernel_preparation_and_process_time_are_reported_once(tmp_path, monkeypatch, capsys):
     """A backend that compiles kernels has its cost said in one line and kept in the run record; at the end
     the process's wall time is set against the epochs it trained, in a line and a "process" record."""
