@@ -7,6 +7,7 @@
   arena.py      every tensor placed in one allocation by liveness
   program.py    the pieces: tensors, calls, regions, the printable launch list
   stats.py      the per-step statistics row the kernels fill
+  evaluation.py a forward program wrapped to score a split kept on the GPU, a batch per graph replay
 `--check-kernels` (fast regions held to their reference calls, reference calls to their NumPy twins) is
 the trainer's: litenet/train/check_kernels.py.
 """
