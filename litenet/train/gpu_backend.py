@@ -244,15 +244,12 @@ class GpuBackend:
         self.dev.upload(self.v["eval/" + SPLIT_COUNTER], np.array([0, n], np.int32))
         batches, done = math.ceil(n / self.batch), 0
         while done < batches:
-            k = self.steps_per_graph if batches - done >= self.steps_per_graph else 1
-            if not self.use_graph:
-                for launch in self._eval * k:
-                    self.dev.launch(launch)
+            if self.use_graph:
+                done += self._replay_group(self._eval, self._eval_graphs, batches - done)
             else:
-                if k not in self._eval_graphs:
-                    self._eval_graphs[k] = self.dev.capture(self._eval * k)
-                self.dev.replay(self._eval_graphs[k])
-            done += k
+                for launch in self._eval:
+                    self.dev.launch(launch)
+                done += 1
         return self.dev.download(self.v["eval/" + SPLIT_LOGITS][:n])
 
     def _make_split_room(self, n: int) -> None:
@@ -316,12 +313,18 @@ class GpuBackend:
                     self.dev.launch(launch)
                 n = 1
             else:
-                n = self.steps_per_graph if count - k >= self.steps_per_graph else 1
-                if n not in self._graphs:
-                    self._graphs[n] = self.dev.capture(self._steps * n)
-                self.dev.replay(self._graphs[n])
+                n = self._replay_group(self._steps, self._graphs, count - k)
             k += n
             self._done += n
+
+    def _replay_group(self, launches: list, graphs: dict, left: int) -> int:
+        """One replay of a graph of `launches` repeated steps_per_graph times where that many runs are
+        `left`, else of a single run; each graph captured on first use. Returns the runs replayed."""
+        n = self.steps_per_graph if left >= self.steps_per_graph else 1
+        if n not in graphs:
+            graphs[n] = self.dev.capture(launches * n)
+        self.dev.replay(graphs[n])
+        return n
 
     def _data_parallel_step(self) -> int:
         """One rank's step: the launches before the gradient all-reduce (a communicator call on the stream,
