@@ -20,7 +20,8 @@ from litenet.resources import kernels_dir
 KERNEL_FILES = ("embed", "linear", "gelu", "residual_layernorm", "loss", "grad_norm", "grad_average", "sgd",
                 "bf16_copy", "fused_rows", "fused_weight_grads", "infer_fp32", "infer_int8",
                 "token_linear", "patches", "mean_tokens", "adamw",
-                "patches_infer", "layernorm_int8", "token_linear_int8", "mean_tokens_int8", "eval_batches")
+                "patches_infer", "layernorm_int8", "token_linear_int8", "mean_tokens_int8", "eval_batches",
+                "infer_mixer")
 # The reference tier (kernels/reference/): one plain kernel per op kind, loss and optimiser.
 REFERENCE_FILES = tuple(f"reference/{name}" for name in (
     "images", "pixel_rows", "patches", "linear", "token_linear", "gelu", "residual", "layernorm", "mean_tokens",

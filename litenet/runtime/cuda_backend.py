@@ -8,8 +8,9 @@ that is replayed.
 Every batch size runs a program of the op-list lowering (litenet/lowering/inference.py), the same
 walk the trainer's evaluation runs: the MLP's fp32 and int8 in the inference kernels' rewrite — up to
 FUSED_MAX_BATCH images in one launch (the whole forward, phases separated by grid barriers), above it
-a tiled launch per layer; the Mixer's int8 in the int8 plan's rewrite, a launch per op; the Mixer's
-and a layer list's fp32 in the fast tier's forward, a launch per op or fused region.
+a tiled launch per layer; the Mixer's fp32 likewise in one launch up to MIXER_FUSED_MAX_BATCH images
+(infer_mixer.cu), above it in the fast tier's forward, a launch per op or fused region; the Mixer's
+int8 in the int8 plan's rewrite, a launch per op; a layer list's fp32 in the fast tier's forward.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import OrderedDict
 import numpy as np
 
 from litenet.errors import LiteNetError
+from litenet.lowering.fast import mixer_rows
 from litenet.lowering.fast.rows import MODES as MLP_MODES
 from litenet.lowering.fast.rows import check_width, fused_fits
 from litenet.lowering.forward import ForwardRun
@@ -32,6 +34,8 @@ from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 # (infer-gpu-2026-12-02.md in bench/results/raw/gpu-inference.tar.xz, batch scan): fp32 fused still wins at 64 and loses at 128
 # on both presets; int8 fused wins at 16 and loses at 32 (its tiles are cheaper, its rows dearer).
 FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
+# The fp32 Mixer's one-launch forward up to this batch, the launch per op above it (bench/results/gpu-inference.md)
+MIXER_FUSED_MAX_BATCH = 8
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
 MIN_CAPABILITY = (6, 1)  # __dp4a
@@ -79,8 +83,8 @@ class CudaInference(Backend):
                  **_options):
         """Load the model (packed where a rewrite reads it packed), put it on the GPU as batch sizes come.
         `device`: a litenet.gpu.device.CupyDevice (or the tests' emulator); `mode`: auto | fused | phases |
-        tiles (MLP), auto | ops (the others); `fused_grid`: blocks of the one-launch kernel (default: one
-        per SM, all resident — the grid barrier needs that)."""
+        tiles (MLP), auto | ops | fused | phases (the fp32 Mixer), auto | ops (the others); `fused_grid`:
+        blocks of the one-launch kernels (default: one per SM, all resident — the grid barrier needs that)."""
         if precision not in ("fp32", "int8"):
             raise LiteNetError(f"precision must be fp32 or int8, got {precision!r}")
         self.family = model.family()
@@ -95,8 +99,10 @@ class CudaInference(Backend):
                 self.packed = pack_int8(load_int8(model))
             self.model = self.packed.shape
             check_width(self.packed)
-        elif mode not in ("auto", OPS_MODE):
-            raise ValueError(f"a {self.family} network runs in mode auto or {OPS_MODE}, not {mode!r}")
+        elif mode not in ("auto", OPS_MODE) and not (self.family == "mixer" and precision == "fp32"
+                                                     and mode in mixer_rows.MODES):
+            rows = f", {' or '.join(mixer_rows.MODES)} (in fp32)" if self.family == "mixer" else ""
+            raise ValueError(f"a {self.family} network runs in mode auto or {OPS_MODE}{rows}, not {mode!r}")
         elif precision == "int8":
             if self.family not in INT8_FAMILIES:
                 raise LiteNetError(f"{model.describe()} is a layer list: LiteNet's CUDA int8 runs the "
@@ -111,9 +117,11 @@ class CudaInference(Backend):
             from litenet.gpu.device import CupyDevice
             device = CupyDevice()
         self.dev, self.precision, self.graphs = device, precision, graphs
-        self.mode = mode if self.family == "mlp" else OPS_MODE
+        self.mode = mode if self.family == "mlp" or mode in mixer_rows.MODES else OPS_MODE
+        self.mixer_rows = self.family == "mixer" and precision == "fp32" and mode == "auto"
         self.chunk = max(1, chunk)
-        self.fused_max_batch = FUSED_MAX_BATCH[precision] if fused_max_batch is None else fused_max_batch
+        default_max = MIXER_FUSED_MAX_BATCH if self.family == "mixer" else FUSED_MAX_BATCH[precision]
+        self.fused_max_batch = default_max if fused_max_batch is None else fused_max_batch
         self.fused_grid = fused_grid or self.dev.sm_count
         self._runs: OrderedDict[int, ForwardRun] = OrderedDict()
         self.kernel_preparation = None  # what the latest new batch size's kernels cost (gpu/kernel_cache.py)
@@ -136,6 +144,9 @@ class CudaInference(Backend):
                                f"{len(self.classes)}; the model files come from different models")
 
     def mode_for(self, batch: int) -> str:
+        if self.mixer_rows:
+            fits = batch <= self.fused_max_batch and mixer_rows.fits(self.model, batch, self.fused_grid)
+            return "fused" if fits else OPS_MODE
         if self.family != "mlp" or self.mode != "auto":
             return self.mode
         return "fused" if batch <= self.fused_max_batch and fused_fits(self.packed) else "tiles"
@@ -186,6 +197,8 @@ class CudaInference(Backend):
         if self.family == "mlp":
             return f"{where}; one launch up to batch {self.fused_max_batch}, tiles above; {self.path}"
         m = self.model
+        if self.family == "mixer" and self.precision == "fp32":
+            where += f"; one launch up to batch {self.fused_max_batch}" if self.mixer_rows else f"; mode {self.mode}"
         shape = (f"Mixer P={m.patch} d={m.width} token {m.token_hidden} channel {m.channel_hidden} × {m.blocks}"
                  if self.family == "mixer" else "a layer list")
         return f"{where}; {shape}, the op-list lowering's forward, a launch per op or fused region; {self.path}"

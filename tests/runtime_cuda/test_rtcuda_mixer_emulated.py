@@ -4,6 +4,8 @@ plan's executor, ONNX Runtime's QDQ model and, launch by launch, the plan's inte
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from mixer_checks import (
@@ -151,6 +153,9 @@ def test_mean_tokens_quantize_is_the_mean_then_quantize(emu_device, T, B, d):
 
 
 def _backend(mixers, shape, precision, device, **options):
+    """The launch-per-op forward unless `mode` says otherwise (auto would run fp32's few images in the
+    one-launch kernel, whose grid barrier the emulator meets only with one block: test_mixer_rows_*)."""
+    options.setdefault("mode", "ops")
     return CudaInference(ModelFiles.locate(mixers[shape]), precision, device=device, **options)
 
 
@@ -178,7 +183,7 @@ def test_litenet_mixer_size(tmp_path_factory, images, emu_device, precision):
     from litenet.model import load_preset
 
     folder = plan_only_mixer(tmp_path_factory.mktemp("rtcuda-litenet-mixer"), load_preset("litenet-mixer").model)
-    be = CudaInference(ModelFiles.locate(folder), precision, device=emu_device)
+    be = CudaInference(ModelFiles.locate(folder), precision, device=emu_device, mode="ops")
     assert len(be.prepare(2).launches) == 53
     check = check_mixer_fp32 if precision == "fp32" else check_mixer_int8
     print(check(be, folder, images[:2]))  # int8: some of 425 k quantized values an image flip at a .5 step
@@ -228,8 +233,68 @@ def test_launches_walk_the_op_list(mixers, emu_device):
 def test_mixer_is_no_longer_declined_for_its_family(mixers):
     reason = CudaInference.unavailable_reason(ModelFiles.locate(mixers["p8-d13-t5"]), "int8")
     assert reason is None or "family" not in reason
-    with pytest.raises(ValueError):
-        _backend(mixers, "p8-d13-t5", "fp32", None, mode="fused")
+    with pytest.raises(ValueError, match="fp32"):
+        _backend(mixers, "p8-d13-t5", "int8", None, mode="fused")
+
+
+# The one-launch fp32 forward (kernels/infer_mixer.cu). On the emulator "fused" runs with one block (its
+# grid barrier could never be met by more); "phases" runs the same code a phase a launch on any grid.
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("mode,grid,batch", [("fused", 1, 5), ("phases", 3, 5), ("phases", 7, 1), ("phases", 40, 2)])
+def test_mixer_rows_match_numpy_and_onnxruntime(mixers, images, shape, mode, grid, batch):
+    from emu_infer import EmuInferDevice
+
+    be = _backend(mixers, shape, "fp32", EmuInferDevice(sm_count=grid), mode=mode)
+    run = be.prepare(batch)
+    assert len(run.launches) == (1 if mode == "fused" else 3 * SHAPES[shape].blocks + 2)
+    assert {launch.kernel for launch in run.launches} == {"infer_mixer_fp32_rows"}
+    check_mixer_fp32(be, mixers[shape], images[:batch])
+
+
+def test_mixer_rows_fused_is_its_phases_bit_for_bit(mixers, images):
+    from emu_infer import EmuInferDevice
+
+    one = EmuInferDevice(sm_count=1)
+    fused = _backend(mixers, "p8-d13-t5", "fp32", one, mode="fused").predict(images[:4])
+    phases = _backend(mixers, "p8-d13-t5", "fp32", one, mode="phases").predict(images[:4])
+    np.testing.assert_array_equal(fused, phases)
+
+
+def test_mixer_rows_at_litenet_mixer_size(tmp_path_factory, images):
+    """The preset's own shape (T = 64, d 128, MLPs 64 / 512, 8 blocks), one launch, 1 and 3 images."""
+    from emu_infer import EmuInferDevice
+    from mixer_checks import plan_only_mixer
+
+    from litenet.model import load_preset
+
+    folder = plan_only_mixer(tmp_path_factory.mktemp("rtcuda-mixer-rows"), load_preset("litenet-mixer").model)
+    be = CudaInference(ModelFiles.locate(folder), "fp32", device=EmuInferDevice(sm_count=1))
+    assert be.mode_for(1) == "fused" and len(be.prepare(1).launches) == 1
+    check_mixer_fp32(be, folder, images[:1])
+    check_mixer_fp32(be, folder, images[1:4])
+
+
+def test_auto_mode_runs_few_images_in_one_launch(mixers, emu_device):
+    fp32 = CudaInference(ModelFiles.locate(mixers["p4-d8-t70"]), "fp32", device=emu_device, fused_max_batch=4)
+    assert [fp32.mode_for(b) for b in (1, 4, 5, 4096)] == ["fused", "fused", "ops", "ops"]
+    assert "one launch up to batch 4" in fp32.describe()
+    int8 = CudaInference(ModelFiles.locate(mixers["p4-d8-t70"]), "int8", device=emu_device)
+    assert int8.mode_for(1) == "ops"
+
+
+def test_is_mixer_reads_the_op_list():
+    from litenet.graph import ops_of
+    from litenet.lowering.fast.mixer_rows import is_mixer
+    from litenet.model import load_preset
+
+    assert all(is_mixer(ops_of(m)) for m in SHAPES.values())
+    assert not is_mixer(ops_of(load_preset("litenet-base").model))
+    ops = ops_of(SHAPES["p8-d13-t5"])
+    rewired = list(ops)
+    rewired[6] = dataclasses.replace(ops[6], inputs=(ops[2].name, ops[5].name))  # the token residual skips a block
+    assert rewired[6].kind == "residual" and not is_mixer(rewired)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
@@ -242,7 +307,10 @@ def test_litenet_infer_backend_cuda_runs_a_mixer(mixers, images, emu_device, mon
 
     from litenet.runtime import cli, int8_plan
 
-    monkeypatch.setattr("litenet.gpu.device.CupyDevice", lambda: emu_device)
+    from emu_infer import EmuInferDevice
+
+    # one SM: fp32's one image runs in the one-launch kernel, whose grid barrier the emulator meets with one block
+    monkeypatch.setattr("litenet.gpu.device.CupyDevice", lambda: EmuInferDevice(sm_count=1))
     monkeypatch.setattr(CudaInference, "unavailable_reason", classmethod(lambda cls, model, precision: None))
     Image.fromarray(images[0]).save(tmp_path / "image.png")
     folder = mixers["p8-d13-t5"]

@@ -1,0 +1,122 @@
+"""The Mixer's float32 forward for a few images in one launch (kernels/infer_mixer.cu): a rewrite of the
+whole forward pass of a Mixer op list, reading the flat parameters where they lie.
+
+Two ways to run it, as the MLP's rows kernel (rows.py):
+  fused   one launch: every phase, separated by grid barriers (grid ≤ SM count, all blocks resident)
+  phases  one launch a phase, no grid barrier (any grid; what the CPU emulator runs)
+The phases are the embedding, three per block (the token MLP with its LayerNorm and residual; the
+channel MLP's first product with its LayerNorm and GELU; its second with the residual) and the head
+(final LayerNorm, the mean over the patches, the logits). Each phase is cut into about as many units as
+the grid has blocks (unit_widths). The region keeps the reference calls of every op beside it, and its
+twin is the NumPy forward, which the runtime's tests hold the logits to.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from litenet.gpu.launch import SMEM_LIMIT, THREADS
+from litenet.lowering.fast.common import packed_constant
+from litenet.lowering.program import Call, Program, Region
+from litenet.lowering.walk import Walk
+
+i32, f32 = np.int32, np.float32
+MODES = ("fused", "phases")
+TG = 8  # ML_TG in infer_mixer.cu: patches a channel-MLP unit (one warp each for their LayerNorm)
+BLOCK_OPS = ("layernorm", "token_linear", "gelu", "token_linear", "residual",
+             "layernorm", "linear", "gelu", "linear", "residual")
+# infer_mixer.cu's layout: the embedding, then per block these of its ops' parameters, then the head's
+BLOCK_PARAMS = ((0, "gamma"), (0, "beta"), (1, "weight"), (1, "bias"), (3, "weight"), (3, "bias"),
+                (5, "gamma"), (5, "beta"), (6, "weight"), (6, "bias"), (8, "weight"), (8, "bias"))
+
+
+def is_mixer(ops) -> bool:
+    """Whether the op list is the Mixer's, the only one the kernel computes: patches, the embedding,
+    blocks of BLOCK_OPS wired as graph.py wires them, LayerNorm, mean over the patches, the head."""
+    kinds = [op.kind for op in ops]
+    blocks, rest = divmod(len(ops) - 5, len(BLOCK_OPS))
+    if rest or blocks < 1 or kinds[:2] != ["patches", "linear"] or kinds[-3:] != ["layernorm", "mean_tokens", "linear"]:
+        return False
+    if kinds[2:-3] != list(BLOCK_OPS) * blocks:
+        return False
+    for b in range(blocks):
+        block = ops[2 + len(BLOCK_OPS) * b:2 + len(BLOCK_OPS) * (b + 1)]
+        stream = ops[1 + len(BLOCK_OPS) * b].name  # the residual stream entering the block
+        chain = [stream] + [op.name for op in block]
+        if any(op.inputs[0] != chain[j] for j, op in enumerate(block) if op.kind != "residual"):
+            return False
+        if block[4].inputs != (stream, block[3].name) or block[9].inputs != (block[4].name, block[8].name):
+            return False
+        if not all(block[j].param("bias") for j in (1, 3, 6, 8)):
+            return False
+    return all(op.param("bias") for op in (ops[1], ops[-1]))
+
+
+def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
+    """(CT, HS, CS): channels a token unit, hidden channels a channel-fc1 unit, channels a channel-fc2
+    unit — each as small as keeps the phase's units within one per block of the grid (CT also within
+    shared memory: a small grid takes more units a block instead)."""
+    tiles = -(-model.tokens // TG)
+    ct_room = (SMEM_LIMIT // 4 - 2 * model.tokens) // (model.tokens + model.token_hidden)
+    ct = max(1, min(-(-batch * model.width // grid), ct_room))
+    hs = max(1, -(-batch * tiles * model.channel_hidden // grid))
+    cs = max(1, -(-batch * tiles * model.width // grid))
+    return ct, hs, cs
+
+
+def smem_floats(model, ct: int) -> int:
+    """Dynamic shared memory of the kernel, in floats: the largest phase's."""
+    m, warps = model, THREADS // 32
+    return max(m.patch * m.patch * 3, 2 * m.tokens + (m.tokens + m.token_hidden) * ct,
+               TG * m.width, TG * m.channel_hidden, (warps + 1) * m.width)
+
+
+def fits(model, batch: int, grid: int) -> bool:
+    """Whether the kernel's shared memory holds this model at this batch (else the launch-per-op forward)."""
+    return 4 * smem_floats(model, unit_widths(model, batch, grid)[0]) <= SMEM_LIMIT
+
+
+def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: str, grid: int) -> Program:
+    """The forward program `prog` (walk.forward_program of a Mixer) as one region of infer_mixer_fp32_rows
+    launches: one (fused) or one a phase (phases), `grid` blocks each."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    w = Walk(model, batch, prefix, prog)
+    ops = w.ops
+    if not is_mixer(ops):
+        raise ValueError("infer_mixer_fp32_rows computes the Mixer's op list only")
+    if not fits(model, batch, grid):
+        raise ValueError(f"the one-launch Mixer forward does not fit shared memory at batch {batch}")
+    T, d, blocks = model.tokens, model.width, model.blocks
+    offsets = [w.param(ops[1], "weight").offset, w.param(ops[1], "bias").offset]
+    for b in range(blocks):
+        block = ops[2 + len(BLOCK_OPS) * b:]
+        offsets += [w.param(block[j], kind).offset for j, kind in BLOCK_PARAMS]
+    offsets += [w.param(ops[-3], "gamma").offset, w.param(ops[-3], "beta").offset,
+                w.param(ops[-1], "weight").offset, w.param(ops[-1], "bias").offset]
+    layout = packed_constant(prog, "infer.mixer_layout", np.asarray(offsets, np.int32),
+                             "each parameter's offset in the flat parameters (infer_mixer.cu's ML_*)")
+    state = lambda name, shape, what, dtype=np.float32: prog.add(prefix + name, shape, dtype, life="state", purpose=what)  # noqa: E731
+    x0 = state("mixer.x0", (batch, T, d), "the residual stream, image-major (even blocks read it)")
+    x1 = state("mixer.x1", (batch, T, d), "the residual stream, image-major (odd blocks read it)")
+    a = state("mixer.a", (batch, T, model.channel_hidden), "the channel MLP's hidden activations")
+    sync = state("infer.sync", (2,), "the grid barrier's counters, left at zero", np.uint32)
+    ct, hs, cs = unit_widths(model, batch, grid)
+    patches = ops[0].attrs
+    args = dict(pixels=prog.ref(prefix + "images").reshape(batch, 3072), B=i32(batch), patch=i32(patches["patch"]),
+                shift=f32(patches["input_shift"]), scale=f32(patches["input_scale"]), params=prog.ref("params"),
+                layout=layout, T=i32(T), d=i32(d), Th=i32(model.token_hidden), Hc=i32(model.channel_hidden),
+                blocks=i32(blocks), C=i32(model.classes), eps=f32(model.ln_eps), CT=i32(ct), HS=i32(hs), CS=i32(cs),
+                x0=x0, x1=x1, a=a, logits=prog.ref(prefix + ops[-1].name), sync=sync)
+    smem = 4 * smem_floats(model, ct)
+    count = 3 * blocks + 2
+    spans = [(0, count)] if mode == "fused" else [(p, p + 1) for p in range(count)]
+    calls = [Call("infer_mixer_fp32_rows", grid, dict(args, phase_begin=i32(lo), phase_end=i32(hi)), smem)
+             for lo, hi in spans]
+    reference = [call for region in prog.regions for call in (region.reference or region.calls)]
+    prog.regions = [Region("the whole Mixer forward, " + ("one launch" if mode == "fused" else "a launch a phase"),
+                           "forward", tuple(op.name for op in ops), calls, reference=reference,
+                           rewrite=f"mixer rows: {mode}")]
+    prog.labels.update(batch=batch, tier="fast", precision="fp32", plan=f"inference, mixer rows {mode}")
+    return prog
+
