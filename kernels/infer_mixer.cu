@@ -1,5 +1,6 @@
-// infer_mixer.cu — the Mixer's float32 forward for a few images in ONE launch (twin: the NumPy forward,
-// litenet.train.network.forward, over litenet.graph's Mixer op list):
+// infer_mixer.cu — the Mixer's forward for a few images in ONE launch, float32 (infer_mixer_fp32_rows; twin:
+// the NumPy forward, litenet.train.network.forward) and the int8 plan (infer_mixer_int8_rows; twin:
+// litenet.runtime.int8_plan.run_plan, docs/int8-plan.md), over litenet.graph's Mixer op list:
 //
 //   x = patches(img) We + be                                    (tokens of P²·3 values, litenet.ops.patchify)
 //   per block i:  x = x + token_fc2(GELU(token_fc1(LN(x))))     (products along the T patches, per channel)
@@ -22,45 +23,85 @@
 //                         read and written by one thread)
 //   head                  unit = image: LayerNorm of every patch, their mean, the logits
 //
-// The flat parameters are read where they lie (litenet.model.param_layout, weights (in, out)); `layout`
-// holds each tensor's offset in them (ML_* below, litenet/lowering/fast/mixer_rows.py writes it).
-// Every dot product is spread over S threads (block_dots) and summed in a fixed order: the same bits on
-// every run, a different summation order from NumPy's (the tests hold the logits to the fp32 tolerance).
+// `layout` (ML_* below, litenet/lowering/fast/mixer_rows.py writes it) holds, per product, a record of
+// ML_REC ints — its weights, bias, multipliers, packed row bytes and input scale — and per LayerNorm the
+// offsets of γ and β. fp32 reads the flat parameters where they lie (litenet.model.param_layout, weights
+// (in, out)); int8 reads the plan packed by litenet.runtime.cuda_mixer_net (weights (out, in) int8 rows,
+// multipliers m[n] = s_x·s_w[n], biases, γ, β): each product's float input is quantized as it is staged
+// (quantize_rn), the int32 sums are exact, y = float(acc)·m[n] + b[n] rounded as the plan rounds it.
+// LayerNorm is ln_row (each operation rounded once, as the int8 plan's). Every dot product is spread
+// over S threads (block_dots) and summed in a fixed order: the same bits on every run; fp32's order
+// differs from NumPy's (the tests hold its logits to the fp32 tolerance), int8's sums are exact.
 // Launch: grid ≤ the SM count (every block resident: the grid barrier), 256 threads, dynamic shared
 // memory mixer_rows_smem() floats (mixer_rows.py). [phase_begin, phase_end) selects phases; one phase a
 // launch needs no co-residency (the CPU emulator runs it that way, any grid).
 #include "infer_core.cuh"
 
-#define ML_EMBED_W 0
-#define ML_EMBED_B 1
-#define ML_BLOCK0 2     // then 12 offsets a block, in this order:
-#define ML_TLN_G 0
-#define ML_TLN_B 1
-#define ML_TFC1_W 2     // (T, Th)
-#define ML_TFC1_B 3
-#define ML_TFC2_W 4     // (Th, T)
-#define ML_TFC2_B 5
-#define ML_CLN_G 6
-#define ML_CLN_B 7
-#define ML_CFC1_W 8     // (d, Hc)
-#define ML_CFC1_B 9
-#define ML_CFC2_W 10    // (Hc, d)
-#define ML_CFC2_B 11
-#define ML_PER_BLOCK 12
+#define ML_REC 5        // a product's record: weights, bias, multipliers (int8), row bytes (int8), s_x bits (int8)
+#define ML_W 0
+#define ML_B 1
+#define ML_M 2
+#define ML_KP 3
+#define ML_SX 4
+#define ML_EMBED 0                  // the embedding's record
+#define ML_BLOCK0 ML_REC            // then per block: token LN (γ, β), token fc1, token fc2, channel LN, fc1, fc2
+#define ML_TLN 0
+#define ML_TFC1 2
+#define ML_TFC2 (2 + ML_REC)
+#define ML_CLN (2 + 2 * ML_REC)
+#define ML_CFC1 (4 + 2 * ML_REC)
+#define ML_CFC2 (4 + 3 * ML_REC)
+#define ML_PER_BLOCK (4 + 4 * ML_REC)  // then the final LN (γ, β) and the head's record
 #define ML_TG 8         // patches per channel-MLP unit (one warp each for their LayerNorm)
+
+// A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
+// int8 quantized by the product's s_x); term(x, k, n, N) is the k-th product of output n of N; out()
+// turns the finished sum into the float the op list computes (with the bias).
+template <bool INT8>
+struct Products;
+
+template <>
+struct Products<false> {
+    typedef float Acc;
+    const float* F;
+    const signed char* W;  // unused
+    __device__ __forceinline__ float in(float x, const int*) const { return x; }
+    __device__ __forceinline__ float term(float x, const int* r, int k, int n, int N) const {
+        return x * F[r[ML_W] + (size_t)k * N + n];
+    }
+    __device__ __forceinline__ float out(float acc, const int* r, int n) const { return acc + F[r[ML_B] + n]; }
+    __device__ __forceinline__ float gelu(float u) const { return gelu_value(u); }
+};
+
+template <>
+struct Products<true> {
+    typedef int Acc;
+    const float* F;
+    const signed char* W;
+    __device__ __forceinline__ float in(float x, const int* r) const {  // the int8 value, exact in a float slot
+        return (float)quantize_rn(x, __int_as_float(r[ML_SX]));
+    }
+    __device__ __forceinline__ int term(float x, const int* r, int k, int n, int) const {
+        return (int)x * (int)W[(size_t)r[ML_W] * 4 + (size_t)n * r[ML_KP] + k];
+    }
+    __device__ __forceinline__ float out(int acc, const int* r, int n) const {
+        return __fadd_rn(__fmul_rn((float)acc, F[r[ML_M] + n]), F[r[ML_B] + n]);
+    }
+    __device__ __forceinline__ float gelu(float u) const { return gelu_rn(u); }
+};
 
 // outs dot products of length K, each by S threads (the largest power of two ≤ 32 with outs·S ≤ the
 // block and S ≤ K), partial sums over k ≡ s (mod S) joined by shuffles in a fixed order; emit(o, sum)
 // runs on the group's first thread. term(o, k) is the k-th product of output o. Every thread of the
 // block must call it (the shuffles take whole warps).
-template <class Term, class Emit>
+template <class Acc, class Term, class Emit>
 __device__ __forceinline__ void block_dots(int outs, int K, const Term& term, const Emit& emit) {
     int S = 1;
     while (S < 32 && 2 * S * outs <= (int)blockDim.x && 2 * S <= K) S *= 2;
     const int per_pass = blockDim.x / S, s = threadIdx.x % S;
     for (int o0 = 0; o0 < outs; o0 += per_pass) {
         const int o = o0 + threadIdx.x / S;
-        float acc = 0.f;
+        Acc acc = 0;
         if (o < outs)
             for (int k = s; k < K; k += S) acc += term(o, k);
         for (int off = S / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(LN_FULL_MASK, acc, off);
@@ -68,33 +109,17 @@ __device__ __forceinline__ void block_dots(int outs, int K, const Term& term, co
     }
 }
 
-// mean and 1/√(σ² + eps) of a row of d values (two passes, as litenet.ops.layernorm_forward), by one warp.
-__device__ __forceinline__ float2 row_stats(const float* row, int d, float eps) {
-    const int lane = threadIdx.x & 31;
-    float sum = 0.f;
-    for (int j = lane; j < d; j += 32) sum += __ldcg(row + j);
-    const float mean = warp_sum(sum) / (float)d;
-    float sq = 0.f;
-    for (int j = lane; j < d; j += 32) {
-        const float c = __ldcg(row + j) - mean;
-        sq += c * c;
-    }
-    const float var = warp_sum(sq) / (float)d;
-    return make_float2(mean, 1.f / sqrtf(var + eps));
-}
-
-__device__ __forceinline__ float normed(float v, float2 st, float gamma, float beta) {
-    return (v - st.x) * st.y * gamma + beta;
-}
-
-extern "C" __global__ void infer_mixer_fp32_rows(
-    const unsigned char* pixels, int B, int patch, float shift, float scale, const float* params, const int* layout,
-    int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0, float* x1,
-    float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
+template <bool INT8>
+__device__ __forceinline__ void mixer_rows(
+    const unsigned char* pixels, int B, int patch, float shift, float scale, const Products<INT8>& P,
+    const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0,
+    float* x1, float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
+    typedef typename Products<INT8>::Acc Acc;
     LN_DYNAMIC_SMEM(float, sm);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     const int side = 32 / patch, per_patch = patch * patch * 3;
     const int tiles = (T + ML_TG - 1) / ML_TG, head = 1 + 3 * blocks;
+    const float* F = P.F;
     float* X[2] = {x0, x1};
     unsigned int target = 0;
     for (int p = phase_begin; p < phase_end; ++p) {
@@ -102,8 +127,7 @@ extern "C" __global__ void infer_mixer_fp32_rows(
         const int i = (p - 1) / 3, part = (p - 1) % 3;
         const int* L = layout + ML_BLOCK0 + ML_PER_BLOCK * i;
         if (p == 0) {  // embed: one patch a unit
-            const float* We = params + layout[ML_EMBED_W];
-            const float* be = params + layout[ML_EMBED_B];
+            const int* r = layout + ML_EMBED;
             for (int u = blockIdx.x; u < B * T; u += gridDim.x) {
                 const int b = u / T, t = u % T;
                 __syncthreads();  // the previous unit is done with sm
@@ -111,93 +135,82 @@ extern "C" __global__ void infer_mixer_fp32_rows(
                     const int k = e % 3, px = (e / 3) % patch, py = e / (3 * patch);
                     const int y = (t / side) * patch + py, xx = (t % side) * patch + px;
                     const float v = (float)pixels[(size_t)b * 3072 + (y * 32 + xx) * 3 + k];
-                    sm[e] = __fmul_rn(__fsub_rn(__fdiv_rn(v, 255.f), shift), scale);
+                    sm[e] = P.in(__fmul_rn(__fsub_rn(__fdiv_rn(v, 255.f), shift), scale), r);
                 }
                 __syncthreads();
                 float* out = X[0] + (size_t)u * d;
-                block_dots(d, per_patch, [&](int o, int k) { return sm[k] * We[(size_t)k * d + o]; },
-                           [&](int o, float acc) { out[o] = acc + be[o]; });
+                block_dots<Acc>(d, per_patch, [&](int o, int k) { return P.term(sm[k], r, k, o, d); },
+                                [&](int o, Acc acc) { out[o] = P.out(acc, r, o); });
             }
         } else if (p == head) {  // final LayerNorm, mean over the patches, the head
-            const float* g = params + layout[ML_BLOCK0 + ML_PER_BLOCK * blocks];
-            const float* be = params + layout[ML_BLOCK0 + ML_PER_BLOCK * blocks + 1];
-            const float* Wh = params + layout[ML_BLOCK0 + ML_PER_BLOCK * blocks + 2];
-            const float* bh = params + layout[ML_BLOCK0 + ML_PER_BLOCK * blocks + 3];
+            const int* ln = layout + ML_BLOCK0 + ML_PER_BLOCK * blocks;
+            const int* r = ln + 2;
             const float* x = X[blocks % 2];
             float* pool = sm + warps * d;
             for (int b = blockIdx.x; b < B; b += gridDim.x) {
                 __syncthreads();
                 for (int j = lane; j < d; j += 32) sm[warp * d + j] = 0.f;
-                for (int t = warp; t < T; t += warps) {  // each warp sums its patches' normalised rows
-                    const float* row = x + ((size_t)b * T + t) * d;
-                    const float2 st = row_stats(row, d, eps);
-                    for (int j = lane; j < d; j += 32) sm[warp * d + j] += normed(__ldcg(row + j), st, g[j], be[j]);
-                }
+                for (int t = warp; t < T; t += warps)  // each warp sums its patches' normalised rows
+                    ln_row(x + ((size_t)b * T + t) * d, F + ln[0], F + ln[1], eps, d,
+                           [&](int j, float y) { sm[warp * d + j] += y; });
                 __syncthreads();
                 for (int j = threadIdx.x; j < d; j += blockDim.x) {
                     float s = 0.f;
                     for (int w = 0; w < warps; ++w) s += sm[w * d + j];
-                    pool[j] = s / (float)T;
+                    pool[j] = P.in(s / (float)T, r);
                 }
                 __syncthreads();
-                block_dots(C, d, [&](int o, int k) { return pool[k] * Wh[(size_t)k * C + o]; },
-                           [&](int o, float acc) { logits[(size_t)b * C + o] = acc + bh[o]; });
+                block_dots<Acc>(C, d, [&](int o, int k) { return P.term(pool[k], r, k, o, C); },
+                                [&](int o, Acc acc) { logits[(size_t)b * C + o] = P.out(acc, r, o); });
             }
         } else if (part == 0) {  // token MLP: CT channels of one image a unit
-            const float *g = params + L[ML_TLN_G], *be = params + L[ML_TLN_B];
-            const float *W1 = params + L[ML_TFC1_W], *b1 = params + L[ML_TFC1_B];
-            const float *W2 = params + L[ML_TFC2_W], *b2 = params + L[ML_TFC2_B];
+            const int *r1 = L + ML_TFC1, *r2 = L + ML_TFC2;
             const float* xin = X[i % 2];
             float* xout = X[(i + 1) % 2];
-            float2* st = reinterpret_cast<float2*>(sm);  // T statistics
-            float* nrm = sm + 2 * T;                     // (T, CT) normalised columns
-            float* hid = nrm + T * CT;                   // (Th, CT) GELU of the first product
+            float* nrm = sm;              // (T, CT) normalised columns, staged for the first product
+            float* hid = nrm + T * CT;    // (Th, CT) its GELU, staged for the second
             const int groups = (d + CT - 1) / CT;
             for (int u = blockIdx.x; u < B * groups; u += gridDim.x) {
                 const int b = u / groups, c0 = (u % groups) * CT, cn = min(CT, d - c0);
                 const float* img = xin + (size_t)b * T * d;
                 __syncthreads();
-                for (int t = warp; t < T; t += warps) {
-                    const float2 s = row_stats(img + (size_t)t * d, d, eps);
-                    if (lane == 0) st[t] = s;
-                }
+                for (int t = warp; t < T; t += warps)  // whole rows normalised, this unit's columns kept
+                    ln_row(img + (size_t)t * d, F + L[ML_TLN], F + L[ML_TLN + 1], eps, d, [&](int j, float y) {
+                        if (j >= c0 && j < c0 + cn) nrm[t * CT + j - c0] = P.in(y, r1);
+                    });
                 __syncthreads();
-                for (int e = threadIdx.x; e < T * cn; e += blockDim.x) {
-                    const int t = e / cn, j = e % cn;
-                    nrm[t * CT + j] = normed(__ldcg(img + (size_t)t * d + c0 + j), st[t], g[c0 + j], be[c0 + j]);
-                }
-                __syncthreads();
-                block_dots(Th * cn, T, [&](int o, int k) { return nrm[k * CT + o % cn] * W1[(size_t)k * Th + o / cn]; },
-                           [&](int o, float acc) { hid[(o / cn) * CT + o % cn] = gelu_value(acc + b1[o / cn]); });
+                block_dots<Acc>(Th * cn, T, [&](int o, int k) { return P.term(nrm[k * CT + o % cn], r1, k, o / cn, Th); },
+                                [&](int o, Acc acc) {
+                                    hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, r1, o / cn)), r2);
+                                });
                 __syncthreads();
                 float* out = xout + (size_t)b * T * d;
-                block_dots(T * cn, Th, [&](int o, int k) { return hid[k * CT + o % cn] * W2[(size_t)k * T + o / cn]; },
-                           [&](int o, float acc) {
-                               const size_t at = (size_t)(o / cn) * d + c0 + o % cn;
-                               out[at] = __ldcg(img + at) + (acc + b2[o / cn]);
-                           });
+                block_dots<Acc>(T * cn, Th, [&](int o, int k) { return P.term(hid[k * CT + o % cn], r2, k, o / cn, T); },
+                                [&](int o, Acc acc) {
+                                    const size_t at = (size_t)(o / cn) * d + c0 + o % cn;
+                                    out[at] = __fadd_rn(__ldcg(img + at), P.out(acc, r2, o / cn));
+                                });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit
-            const float *g = params + L[ML_CLN_G], *be = params + L[ML_CLN_B];
-            const float *W1 = params + L[ML_CFC1_W], *b1 = params + L[ML_CFC1_B];
+            const int* r = L + ML_CFC1;
             const float* x = X[(i + 1) % 2];
             const int hgroups = (Hc + HS - 1) / HS;
             for (int u = blockIdx.x; u < B * tiles * hgroups; u += gridDim.x) {
                 const int b = u / (tiles * hgroups), t0 = (u / hgroups) % tiles * ML_TG, n0 = (u % hgroups) * HS;
                 const int tn = min(ML_TG, T - t0), hn = min(HS, Hc - n0);
                 __syncthreads();
-                if (warp < tn) {  // one warp a patch: its normalised row into sm
-                    const float* row = x + ((size_t)b * T + t0 + warp) * d;
-                    const float2 st = row_stats(row, d, eps);
-                    for (int j = lane; j < d; j += 32) sm[warp * d + j] = normed(__ldcg(row + j), st, g[j], be[j]);
-                }
+                if (warp < tn)  // one warp a patch: its normalised row into sm
+                    ln_row(x + ((size_t)b * T + t0 + warp) * d, F + L[ML_CLN], F + L[ML_CLN + 1], eps, d,
+                           [&](int j, float y) { sm[warp * d + j] = P.in(y, r); });
                 __syncthreads();
                 float* out = a + ((size_t)b * T + t0) * Hc + n0;
-                block_dots(tn * hn, d, [&](int o, int k) { return sm[(o / hn) * d + k] * W1[(size_t)k * Hc + n0 + o % hn]; },
-                           [&](int o, float acc) { out[(size_t)(o / hn) * Hc + o % hn] = gelu_value(acc + b1[n0 + o % hn]); });
+                block_dots<Acc>(tn * hn, d, [&](int o, int k) { return P.term(sm[(o / hn) * d + k], r, k, n0 + o % hn, Hc); },
+                                [&](int o, Acc acc) {
+                                    out[(size_t)(o / hn) * Hc + o % hn] = P.gelu(P.out(acc, r, n0 + o % hn));
+                                });
             }
         } else {  // channel fc2 + residual: TG patches × CS channels a unit, in place
-            const float *W2 = params + L[ML_CFC2_W], *b2 = params + L[ML_CFC2_B];
+            const int* r = L + ML_CFC2;
             float* x = X[(i + 1) % 2];
             const int cgroups = (d + CS - 1) / CS;
             for (int u = blockIdx.x; u < B * tiles * cgroups; u += gridDim.x) {
@@ -205,16 +218,36 @@ extern "C" __global__ void infer_mixer_fp32_rows(
                 const int tn = min(ML_TG, T - t0), cn = min(CS, d - c0);
                 const float* arows = a + ((size_t)b * T + t0) * Hc;
                 __syncthreads();
-                for (int e = threadIdx.x; e < tn * Hc; e += blockDim.x) sm[e] = __ldcg(arows + e);
+                for (int e = threadIdx.x; e < tn * Hc; e += blockDim.x) sm[e] = P.in(__ldcg(arows + e), r);
                 __syncthreads();
                 float* out = x + ((size_t)b * T + t0) * d + c0;
-                block_dots(tn * cn, Hc, [&](int o, int k) { return sm[(o / cn) * Hc + k] * W2[(size_t)k * d + c0 + o % cn]; },
-                           [&](int o, float acc) {
-                               const size_t at = (size_t)(o / cn) * d + o % cn;
-                               out[at] = __ldcg(out + at) + (acc + b2[c0 + o % cn]);  // written by another block
-                           });
+                block_dots<Acc>(tn * cn, Hc, [&](int o, int k) { return P.term(sm[(o / cn) * Hc + k], r, k, c0 + o % cn, d); },
+                                [&](int o, Acc acc) {
+                                    const size_t at = (size_t)(o / cn) * d + o % cn;  // written by another block
+                                    out[at] = __fadd_rn(__ldcg(out + at), P.out(acc, r, c0 + o % cn));
+                                });
             }
         }
     }
     if (phase_end - phase_begin > 1) grid_leave(sync);
+}
+
+// fp32: F = the flat parameters.
+extern "C" __global__ void infer_mixer_fp32_rows(
+    const unsigned char* pixels, int B, int patch, float shift, float scale, const float* params, const int* layout,
+    int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0, float* x1,
+    float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
+    const Products<false> P{params, nullptr};
+    mixer_rows<false>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, x0, x1, a,
+                      logits, phase_begin, phase_end, sync);
+}
+
+// int8: F = the plan's floats (multipliers, biases, γ, β), words = its packed int8 weights.
+extern "C" __global__ void infer_mixer_int8_rows(
+    const unsigned char* pixels, int B, int patch, float shift, float scale, const float* floats, const int* words,
+    const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0,
+    float* x1, float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
+    const Products<true> P{floats, reinterpret_cast<const signed char*>(words)};
+    mixer_rows<true>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, x0, x1, a,
+                     logits, phase_begin, phase_end, sync);
 }

@@ -6,8 +6,8 @@
                                   critical path
   fp32 or int8, the MLP           the inference kernels' rewrite of the whole pass (fast/rows.py): one
                                   launch for small batches, tiles for large ones, from the packed model
-  fp32, the Mixer, mode fused or  the whole forward in one launch, or a launch a phase (fast/mixer_rows.py):
-  phases                          the few-image case, where the launch per op leaves the GPU mostly idle
+  fp32 or int8, the Mixer, mode   the whole forward in one launch, or a launch a phase (fast/mixer_rows.py):
+  fused or phases                 the few-image case, where the launch per op leaves the GPU mostly idle
   int8, the Mixer                 the int8 plan's rewrite (fast/int8_tokens.py), a launch per op
 A layer list's int8 runs in ONNX Runtime: no rewrite covers it, and the reference tier computes in float.
 
@@ -33,15 +33,15 @@ def lower_inference(model, batch: int, precision: str, sm_count: int, packed=Non
                     grid: int | None = None, kernels: str = "fast") -> Program:
     """The forward pass of `batch` images. `packed`: the runtime's packed weights (the MLP's PackedNet,
     the Mixer's int8 MixerWeights) where a rewrite reads them; `mode`: the MLP's fused | phases | tiles, the
-    fp32 Mixer's fused | phases | ops, "ops" otherwise; `grid`: the rows kernels' block count (default one per SM)."""
+    Mixer's fused | phases | ops, "ops" otherwise; `grid`: the rows kernels' block count (default one per SM)."""
     family = model.family
     if family == "mlp" and packed is not None:
         from litenet.lowering.fast.rows import mlp_inference
         program = mlp_inference(forward_program(model, batch, PREFIX), packed, batch, PREFIX, mode, grid or sm_count)
-    elif precision == "fp32" and family == "mixer" and mode in MIXER_ROWS_MODES:
+    elif family == "mixer" and mode in MIXER_ROWS_MODES:
         from litenet.lowering.fast.mixer_rows import mixer_rows_inference
         program = mixer_rows_inference(forward_program(model, batch, PREFIX), model, batch, PREFIX, mode,
-                                       grid or sm_count)
+                                       grid or sm_count, packed if precision == "int8" else None)
     elif precision == "int8" and family == "mixer":
         from litenet.lowering.fast.int8_tokens import mixer_int8_inference
         program = mixer_int8_inference(forward_program(model, batch, PREFIX), packed, batch, PREFIX, sm_count)

@@ -8,9 +8,9 @@ that is replayed.
 Every batch size runs a program of the op-list lowering (litenet/lowering/inference.py), the same
 walk the trainer's evaluation runs: the MLP's fp32 and int8 in the inference kernels' rewrite — up to
 FUSED_MAX_BATCH images in one launch (the whole forward, phases separated by grid barriers), above it
-a tiled launch per layer; the Mixer's fp32 likewise in one launch up to MIXER_FUSED_MAX_BATCH images
-(infer_mixer.cu), above it in the fast tier's forward, a launch per op or fused region; the Mixer's
-int8 in the int8 plan's rewrite, a launch per op; a layer list's fp32 in the fast tier's forward.
+a tiled launch per layer; the Mixer likewise in one launch up to MIXER_FUSED_MAX_BATCH images
+(infer_mixer.cu, fp32 and int8), above it a launch per op or fused region (fp32: the fast tier's forward;
+int8: the int8 plan's rewrite); a layer list's fp32 in the fast tier's forward.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class CudaInference(Backend):
                  **_options):
         """Load the model (packed where a rewrite reads it packed), put it on the GPU as batch sizes come.
         `device`: a litenet.gpu.device.CupyDevice (or the tests' emulator); `mode`: auto | fused | phases |
-        tiles (MLP), auto | ops | fused | phases (the fp32 Mixer), auto | ops (the others); `fused_grid`:
+        tiles (MLP), auto | ops | fused | phases (the Mixer), auto | ops (a layer list); `fused_grid`:
         blocks of the one-launch kernels (default: one per SM, all resident — the grid barrier needs that)."""
         if precision not in ("fp32", "int8"):
             raise LiteNetError(f"precision must be fp32 or int8, got {precision!r}")
@@ -99,9 +99,8 @@ class CudaInference(Backend):
                 self.packed = pack_int8(load_int8(model))
             self.model = self.packed.shape
             check_width(self.packed)
-        elif mode not in ("auto", OPS_MODE) and not (self.family == "mixer" and precision == "fp32"
-                                                     and mode in mixer_rows.MODES):
-            rows = f", {' or '.join(mixer_rows.MODES)} (in fp32)" if self.family == "mixer" else ""
+        elif mode not in ("auto", OPS_MODE) and not (self.family == "mixer" and mode in mixer_rows.MODES):
+            rows = f", {' or '.join(mixer_rows.MODES)}" if self.family == "mixer" else ""
             raise ValueError(f"a {self.family} network runs in mode auto or {OPS_MODE}{rows}, not {mode!r}")
         elif precision == "int8":
             if self.family not in INT8_FAMILIES:
@@ -118,7 +117,7 @@ class CudaInference(Backend):
             device = CupyDevice()
         self.dev, self.precision, self.graphs = device, precision, graphs
         self.mode = mode if self.family == "mlp" or mode in mixer_rows.MODES else OPS_MODE
-        self.mixer_rows = self.family == "mixer" and precision == "fp32" and mode == "auto"
+        self.mixer_rows = self.family == "mixer" and mode == "auto"
         self.chunk = max(1, chunk)
         default_max = MIXER_FUSED_MAX_BATCH if self.family == "mixer" else FUSED_MAX_BATCH[precision]
         self.fused_max_batch = default_max if fused_max_batch is None else fused_max_batch
@@ -197,7 +196,7 @@ class CudaInference(Backend):
         if self.family == "mlp":
             return f"{where}; one launch up to batch {self.fused_max_batch}, tiles above; {self.path}"
         m = self.model
-        if self.family == "mixer" and self.precision == "fp32":
+        if self.family == "mixer":
             where += f"; one launch up to batch {self.fused_max_batch}" if self.mixer_rows else f"; mode {self.mode}"
         shape = (f"Mixer P={m.patch} d={m.width} token {m.token_hidden} channel {m.channel_hidden} × {m.blocks}"
                  if self.family == "mixer" else "a layer list")

@@ -102,18 +102,20 @@ def test_batch_4096_chunks_and_graph_replay_on_gpu(presets, many_images, device,
 
 
 @pytest.mark.parametrize("batch", (1, 2, 8))
-def test_one_launch_forward_on_gpu(presets, many_images, device, mixer_report, batch):
-    """infer_mixer.cu with every SM's block resident behind its grid barriers: the NumPy forward within
-    the fp32 tolerance, its phases launched one by one bit for bit, 20 graph replays bit for bit (the
-    barrier's counters are left at zero for the next replay)."""
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_one_launch_forward_on_gpu(presets, many_images, device, mixer_report, precision, batch):
+    """infer_mixer.cu with every SM's block resident behind its grid barriers: the NumPy forward (fp32) or
+    the plan's executor (int8) within their tolerances, its phases launched one by one bit for bit, 20
+    graph replays bit for bit (the barrier's counters are left at zero for the next replay)."""
     folder = presets["litenet-mixer"]
-    fused = _backend(folder, "fp32", device, mode="fused")
+    fused = _backend(folder, precision, device, mode="fused")
     assert len(fused.prepare(batch).launches) == 1
-    mixer_report[f"mixer-rows-fp32-{batch}"] = check_mixer_fp32(fused, folder, many_images[:batch])
+    check = check_mixer_fp32 if precision == "fp32" else check_mixer_int8
+    mixer_report[f"mixer-rows-{precision}-{batch}"] = check(fused, folder, many_images[:batch])
     first = fused.predict(many_images[:batch])
     for _ in range(20):
         np.testing.assert_array_equal(fused.predict(many_images[:batch]), first)
-    phases = _backend(folder, "fp32", device, mode="phases").predict(many_images[:batch])
+    phases = _backend(folder, precision, device, mode="phases").predict(many_images[:batch])
     np.testing.assert_array_equal(phases, first)
 
 

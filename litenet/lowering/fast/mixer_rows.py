@@ -1,5 +1,6 @@
-"""The Mixer's float32 forward for a few images in one launch (kernels/infer_mixer.cu): a rewrite of the
-whole forward pass of a Mixer op list, reading the flat parameters where they lie.
+"""The Mixer's forward for a few images in one launch (kernels/infer_mixer.cu): a rewrite of the whole
+forward pass of a Mixer op list, in float32 from the flat parameters where they lie, or in int8 from
+the plan packed by litenet.runtime.cuda_mixer_net (MixerWeights).
 
 Two ways to run it, as the MLP's rows kernel (rows.py):
   fused   one launch: every phase, separated by grid barriers (grid ≤ SM count, all blocks resident)
@@ -7,14 +8,15 @@ Two ways to run it, as the MLP's rows kernel (rows.py):
 The phases are the embedding, three per block (the token MLP with its LayerNorm and residual; the
 channel MLP's first product with its LayerNorm and GELU; its second with the residual) and the head
 (final LayerNorm, the mean over the patches, the logits). Each phase is cut into about as many units as
-the grid has blocks (unit_widths). The region keeps the reference calls of every op beside it, and its
-twin is the NumPy forward, which the runtime's tests hold the logits to.
+the grid has blocks (unit_widths). The region keeps the reference calls of every op beside it (fp32's
+twin); the runtime's tests hold the logits to the NumPy forward (fp32) and the plan's executor (int8).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from litenet.gpu.infer_layout import padded_k
 from litenet.gpu.launch import SMEM_LIMIT, THREADS
 from litenet.lowering.fast.common import packed_constant
 from litenet.lowering.program import Call, Program, Region
@@ -25,9 +27,6 @@ MODES = ("fused", "phases")
 TG = 8  # ML_TG in infer_mixer.cu: patches a channel-MLP unit (one warp each for their LayerNorm)
 BLOCK_OPS = ("layernorm", "token_linear", "gelu", "token_linear", "residual",
              "layernorm", "linear", "gelu", "linear", "residual")
-# infer_mixer.cu's layout: the embedding, then per block these of its ops' parameters, then the head's
-BLOCK_PARAMS = ((0, "gamma"), (0, "beta"), (1, "weight"), (1, "bias"), (3, "weight"), (3, "bias"),
-                (5, "gamma"), (5, "beta"), (6, "weight"), (6, "bias"), (8, "weight"), (8, "bias"))
 
 
 def is_mixer(ops) -> bool:
@@ -57,7 +56,7 @@ def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
     unit — each as small as keeps the phase's units within one per block of the grid (CT also within
     shared memory: a small grid takes more units a block instead)."""
     tiles = -(-model.tokens // TG)
-    ct_room = (SMEM_LIMIT // 4 - 2 * model.tokens) // (model.tokens + model.token_hidden)
+    ct_room = (SMEM_LIMIT // 4) // (model.tokens + model.token_hidden)
     ct = max(1, min(-(-batch * model.width // grid), ct_room))
     hs = max(1, -(-batch * tiles * model.channel_hidden // grid))
     cs = max(1, -(-batch * tiles * model.width // grid))
@@ -65,10 +64,10 @@ def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
 
 
 def smem_floats(model, ct: int) -> int:
-    """Dynamic shared memory of the kernel, in floats: the largest phase's."""
+    """Dynamic shared memory of the kernel, in 4-byte slots: the largest phase's."""
     m, warps = model, THREADS // 32
-    return max(m.patch * m.patch * 3, 2 * m.tokens + (m.tokens + m.token_hidden) * ct,
-               TG * m.width, TG * m.channel_hidden, (warps + 1) * m.width)
+    return max(m.patch * m.patch * 3, (m.tokens + m.token_hidden) * ct, TG * m.width, TG * m.channel_hidden,
+               (warps + 1) * m.width)
 
 
 def fits(model, batch: int, grid: int) -> bool:
@@ -76,26 +75,55 @@ def fits(model, batch: int, grid: int) -> bool:
     return 4 * smem_floats(model, unit_widths(model, batch, grid)[0]) <= SMEM_LIMIT
 
 
-def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: str, grid: int) -> Program:
-    """The forward program `prog` (walk.forward_program of a Mixer) as one region of infer_mixer_fp32_rows
-    launches: one (fused) or one a phase (phases), `grid` blocks each."""
+class _Layout:
+    """infer_mixer.cu's layout table: a record (ML_REC ints) a product, γ and β offsets a LayerNorm."""
+
+    def __init__(self, w: Walk, packed):
+        self.w, self.packed, self.values = w, packed, []
+
+    def layernorm(self, op) -> None:
+        if self.packed is None:
+            self.values += [self.w.param(op, "gamma").offset, self.w.param(op, "beta").offset]
+        else:
+            self.values += [self.packed.at[f"{op.name}.gamma"], self.packed.at[f"{op.name}.beta"]]
+
+    def product(self, op) -> None:
+        if self.packed is None:
+            self.values += [self.w.param(op, "weight").offset, self.w.param(op, "bias").offset, -1, 0, 0]
+        else:
+            at = self.packed.at
+            s_x = np.float32(self.packed.scales[op.name]).view(np.int32)
+            self.values += [at[f"{op.name}.weight"], at[f"{op.name}.bias"], at[f"{op.name}.mult"], padded_k(op), int(s_x)]
+
+
+def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: str, grid: int,
+                         packed=None) -> Program:
+    """The forward program `prog` (walk.forward_program of a Mixer) as one region of infer_mixer_<p>_rows
+    launches: one (fused) or one a phase (phases), `grid` blocks each; float32 from the flat parameters,
+    or int8 from `packed` (litenet.runtime.cuda_mixer_net.MixerWeights)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
     w = Walk(model, batch, prefix, prog)
     ops = w.ops
     if not is_mixer(ops):
-        raise ValueError("infer_mixer_fp32_rows computes the Mixer's op list only")
+        raise ValueError("infer_mixer.cu computes the Mixer's op list only")
     if not fits(model, batch, grid):
         raise ValueError(f"the one-launch Mixer forward does not fit shared memory at batch {batch}")
     T, d, blocks = model.tokens, model.width, model.blocks
-    offsets = [w.param(ops[1], "weight").offset, w.param(ops[1], "bias").offset]
+    table = _Layout(w, packed)
+    table.product(ops[1])
     for b in range(blocks):
         block = ops[2 + len(BLOCK_OPS) * b:]
-        offsets += [w.param(block[j], kind).offset for j, kind in BLOCK_PARAMS]
-    offsets += [w.param(ops[-3], "gamma").offset, w.param(ops[-3], "beta").offset,
-                w.param(ops[-1], "weight").offset, w.param(ops[-1], "bias").offset]
-    layout = packed_constant(prog, "infer.mixer_layout", np.asarray(offsets, np.int32),
-                             "each parameter's offset in the flat parameters (infer_mixer.cu's ML_*)")
+        table.layernorm(block[0])
+        table.product(block[1])
+        table.product(block[3])
+        table.layernorm(block[5])
+        table.product(block[6])
+        table.product(block[8])
+    table.layernorm(ops[-3])
+    table.product(ops[-1])
+    layout = packed_constant(prog, "infer.mixer_layout", np.asarray(table.values, np.int32),
+                             "infer_mixer.cu's records: each product's and LayerNorm's offsets")
     state = lambda name, shape, what, dtype=np.float32: prog.add(prefix + name, shape, dtype, life="state", purpose=what)  # noqa: E731
     x0 = state("mixer.x0", (batch, T, d), "the residual stream, image-major (even blocks read it)")
     x1 = state("mixer.x1", (batch, T, d), "the residual stream, image-major (odd blocks read it)")
@@ -103,20 +131,25 @@ def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: st
     sync = state("infer.sync", (2,), "the grid barrier's counters, left at zero", np.uint32)
     ct, hs, cs = unit_widths(model, batch, grid)
     patches = ops[0].attrs
+    if packed is None:
+        precision, weights = "fp32", dict(params=prog.ref("params"))
+    else:
+        precision = "int8"
+        weights = dict(floats=packed_constant(prog, "infer.floats", packed.floats, "multipliers, biases, γ, β of the int8 plan"),
+                       words=packed_constant(prog, "infer.words", packed.words, "the packed int8 weights, four to a word"))
     args = dict(pixels=prog.ref(prefix + "images").reshape(batch, 3072), B=i32(batch), patch=i32(patches["patch"]),
-                shift=f32(patches["input_shift"]), scale=f32(patches["input_scale"]), params=prog.ref("params"),
+                shift=f32(patches["input_shift"]), scale=f32(patches["input_scale"]), **weights,
                 layout=layout, T=i32(T), d=i32(d), Th=i32(model.token_hidden), Hc=i32(model.channel_hidden),
                 blocks=i32(blocks), C=i32(model.classes), eps=f32(model.ln_eps), CT=i32(ct), HS=i32(hs), CS=i32(cs),
                 x0=x0, x1=x1, a=a, logits=prog.ref(prefix + ops[-1].name), sync=sync)
     smem = 4 * smem_floats(model, ct)
     count = 3 * blocks + 2
     spans = [(0, count)] if mode == "fused" else [(p, p + 1) for p in range(count)]
-    calls = [Call("infer_mixer_fp32_rows", grid, dict(args, phase_begin=i32(lo), phase_end=i32(hi)), smem)
-             for lo, hi in spans]
-    reference = [call for region in prog.regions for call in (region.reference or region.calls)]
+    kernel = f"infer_mixer_{precision}_rows"
+    calls = [Call(kernel, grid, dict(args, phase_begin=i32(lo), phase_end=i32(hi)), smem) for lo, hi in spans]
+    reference = [call for region in prog.regions for call in (region.reference or region.calls)] if packed is None else []
     prog.regions = [Region("the whole Mixer forward, " + ("one launch" if mode == "fused" else "a launch a phase"),
                            "forward", tuple(op.name for op in ops), calls, reference=reference,
                            rewrite=f"mixer rows: {mode}")]
-    prog.labels.update(batch=batch, tier="fast", precision="fp32", plan=f"inference, mixer rows {mode}")
+    prog.labels.update(batch=batch, tier="fast", precision=precision, plan=f"inference, mixer rows {mode}")
     return prog
-
