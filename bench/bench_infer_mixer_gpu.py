@@ -45,7 +45,7 @@ from bench_infer_gpu import LiteNet, event_ms, graph_floor_us, launch_graph_ms, 
 from litenet.weights import load_model
 
 SCAN = (1, 16, 256, 1024, 4096)
-SMALL = (1, 2, 4, 8, 16, 32)  # where fp32's one-launch forward and the launch per op cross (MIXER_FUSED_MAX_BATCH)
+SMALL = (1, 2, 4, 8, 16, 32)  # where the one-launch forward and the launch per op cross (MIXER_FUSED_MAX_BATCH)
 
 
 def synthetic_images(count: int, seed: int) -> np.ndarray:
@@ -128,7 +128,8 @@ class TorchCompiled(Torch):
 
 def load_contenders(folder: Path) -> dict:
     return {"LiteNet fp32": LiteNet(folder, "fp32"), "LiteNet fp32, a launch per op": LiteNet(folder, "fp32", mode="ops"),
-            "LiteNet int8": LiteNet(folder, "int8"), "PyTorch eager fp32": Torch(folder),
+            "LiteNet int8": LiteNet(folder, "int8"), "LiteNet int8, a launch per op": LiteNet(folder, "int8", mode="ops"),
+            "PyTorch eager fp32": Torch(folder),
             "PyTorch compiled fp32": TorchCompiled(folder)}
 
 
@@ -150,7 +151,9 @@ def bench_model(folder: Path, contenders: dict, args) -> dict:
             for p in ("fp32", "int8")}
     one_launch = LiteNet(folder, "fp32", mode="fused")
     small = {name: {b: 1e3 * c.device_ms(big[:b], count=10, repeats=5) for b in SMALL}
-             for name, c in (("fp32 one launch", one_launch), ("fp32 a launch per op", contenders["LiteNet fp32, a launch per op"]))}
+             for name, c in (("fp32 one launch", one_launch), ("fp32 a launch per op", contenders["LiteNet fp32, a launch per op"]),
+                             ("int8 one launch", LiteNet(folder, "int8", mode="fused")),
+                             ("int8 a launch per op", contenders["LiteNet int8, a launch per op"]))}
     kernels = {f"{p} batch {len(x)}": kernel_times_us(contenders[f"LiteNet {p}"], x)
                for p in ("fp32", "int8") for x in (one, big)}
     one_launch_vs_torch = float(np.abs(one_launch.predict(big[:8]) - ref[:8]).max())
@@ -235,7 +238,7 @@ def table(results: dict, floor_us: float, device: str) -> str:
     for model, res in results.items():
         for precision, times in res["scan"].items():
             lines.append(f"| {model} | {precision} | " + " | ".join(f"{times[b]:.1f}" for b in SCAN) + " |")
-    lines += ["", "Few images, LiteNet fp32 device µs per forward (10 back-to-back, median of 5):", "",
+    lines += ["", "Few images, LiteNet device µs per forward (10 back-to-back, median of 5):", "",
               "| model | forward | " + " | ".join(str(b) for b in SMALL) + " |", "|---|---|" + "---|" * len(SMALL)]
     for model, res in results.items():
         for name, times in res["small"].items():
