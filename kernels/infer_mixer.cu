@@ -21,6 +21,8 @@
 //                         then a = GELU(· W1 + b1) for its hidden channels into A
 //   channel fc2 (block i) unit = (image, TG patches, CS channels): x += A W2 + b2 in place (each element
 //                         read and written by one thread)
+// A channel unit first fetches its slice of the weights into shared memory with every thread at once,
+// so each thread's long sum waits on shared memory, not on one L2 round trip after another.
 //   head                  unit = image: LayerNorm of every patch, their mean, the logits
 //
 // `layout` (ML_* below, litenet/lowering/fast/mixer_rows.py writes it) holds, per product, a record of
@@ -55,8 +57,9 @@
 #define ML_TG 8         // patches per channel-MLP unit (one warp each for their LayerNorm)
 
 // A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
-// int8 quantized by the product's s_x); term(x, k, n, N) is the k-th product of output n of N; out()
-// turns the finished sum into the float the op list computes (with the bias).
+// int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n] (an int8 weight exactly, as a
+// float), mul() is one term of the sum, out() turns the finished sum into the float the op list computes
+// (with the bias). Both stage into 4-byte slots of shared memory.
 template <bool INT8>
 struct Products;
 
@@ -66,9 +69,10 @@ struct Products<false> {
     const float* F;
     const signed char* W;  // unused
     __device__ __forceinline__ float in(float x, const int*) const { return x; }
-    __device__ __forceinline__ float term(float x, const int* r, int k, int n, int N) const {
-        return x * F[r[ML_W] + (size_t)k * N + n];
+    __device__ __forceinline__ float weight(const int* r, int k, int n, int N) const {  // W (in, out)
+        return F[r[ML_W] + (size_t)k * N + n];
     }
+    __device__ __forceinline__ float mul(float x, float w) const { return x * w; }
     __device__ __forceinline__ float out(float acc, const int* r, int n) const { return acc + F[r[ML_B] + n]; }
     __device__ __forceinline__ float gelu(float u) const { return gelu_value(u); }
 };
@@ -81,9 +85,10 @@ struct Products<true> {
     __device__ __forceinline__ float in(float x, const int* r) const {  // the int8 value, exact in a float slot
         return (float)quantize_rn(x, __int_as_float(r[ML_SX]));
     }
-    __device__ __forceinline__ int term(float x, const int* r, int k, int n, int) const {
-        return (int)x * (int)W[(size_t)r[ML_W] * 4 + (size_t)n * r[ML_KP] + k];
+    __device__ __forceinline__ float weight(const int* r, int k, int n, int) const {  // W (out, in), rows of KP bytes
+        return (float)W[(size_t)r[ML_W] * 4 + (size_t)n * r[ML_KP] + k];
     }
+    __device__ __forceinline__ int mul(float x, float w) const { return (int)x * (int)w; }
     __device__ __forceinline__ float out(int acc, const int* r, int n) const {
         return __fadd_rn(__fmul_rn((float)acc, F[r[ML_M] + n]), F[r[ML_B] + n]);
     }
@@ -139,7 +144,7 @@ __device__ __forceinline__ void mixer_rows(
                 }
                 __syncthreads();
                 float* out = X[0] + (size_t)u * d;
-                block_dots<Acc>(d, per_patch, [&](int o, int k) { return P.term(sm[k], r, k, o, d); },
+                block_dots<Acc>(d, per_patch, [&](int o, int k) { return P.mul(sm[k], P.weight(r, k, o, d)); },
                                 [&](int o, Acc acc) { out[o] = P.out(acc, r, o); });
             }
         } else if (p == head) {  // final LayerNorm, mean over the patches, the head
@@ -160,7 +165,7 @@ __device__ __forceinline__ void mixer_rows(
                     pool[j] = P.in(s / (float)T, r);
                 }
                 __syncthreads();
-                block_dots<Acc>(C, d, [&](int o, int k) { return P.term(pool[k], r, k, o, C); },
+                block_dots<Acc>(C, d, [&](int o, int k) { return P.mul(pool[k], P.weight(r, k, o, C)); },
                                 [&](int o, Acc acc) { logits[(size_t)b * C + o] = P.out(acc, r, o); });
             }
         } else if (part == 0) {  // token MLP: CT channels of one image a unit
@@ -179,13 +184,13 @@ __device__ __forceinline__ void mixer_rows(
                         if (j >= c0 && j < c0 + cn) nrm[t * CT + j - c0] = P.in(y, r1);
                     });
                 __syncthreads();
-                block_dots<Acc>(Th * cn, T, [&](int o, int k) { return P.term(nrm[k * CT + o % cn], r1, k, o / cn, Th); },
+                block_dots<Acc>(Th * cn, T, [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
                                 [&](int o, Acc acc) {
                                     hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, r1, o / cn)), r2);
                                 });
                 __syncthreads();
                 float* out = xout + (size_t)b * T * d;
-                block_dots<Acc>(T * cn, Th, [&](int o, int k) { return P.term(hid[k * CT + o % cn], r2, k, o / cn, T); },
+                block_dots<Acc>(T * cn, Th, [&](int o, int k) { return P.mul(hid[k * CT + o % cn], P.weight(r2, k, o / cn, T)); },
                                 [&](int o, Acc acc) {
                                     const size_t at = (size_t)(o / cn) * d + c0 + o % cn;
                                     out[at] = __fadd_rn(__ldcg(img + at), P.out(acc, r2, o / cn));
@@ -202,9 +207,11 @@ __device__ __forceinline__ void mixer_rows(
                 if (warp < tn)  // one warp a patch: its normalised row into sm
                     ln_row(x + ((size_t)b * T + t0 + warp) * d, F + L[ML_CLN], F + L[ML_CLN + 1], eps, d,
                            [&](int j, float y) { sm[warp * d + j] = P.in(y, r); });
+                float* ws = sm + ML_TG * d;  // (d, hn): the weights' slice, fetched by all threads at once
+                for (int e = threadIdx.x; e < d * hn; e += blockDim.x) ws[e] = P.weight(r, e / hn, n0 + e % hn, Hc);
                 __syncthreads();
                 float* out = a + ((size_t)b * T + t0) * Hc + n0;
-                block_dots<Acc>(tn * hn, d, [&](int o, int k) { return P.term(sm[(o / hn) * d + k], r, k, n0 + o % hn, Hc); },
+                block_dots<Acc>(tn * hn, d, [&](int o, int k) { return P.mul(sm[(o / hn) * d + k], ws[k * hn + o % hn]); },
                                 [&](int o, Acc acc) {
                                     out[(size_t)(o / hn) * Hc + o % hn] = P.gelu(P.out(acc, r, n0 + o % hn));
                                 });
@@ -218,10 +225,12 @@ __device__ __forceinline__ void mixer_rows(
                 const int tn = min(ML_TG, T - t0), cn = min(CS, d - c0);
                 const float* arows = a + ((size_t)b * T + t0) * Hc;
                 __syncthreads();
+                float* ws = sm + ML_TG * Hc;  // (Hc, cn): the weights' slice
                 for (int e = threadIdx.x; e < tn * Hc; e += blockDim.x) sm[e] = P.in(__ldcg(arows + e), r);
+                for (int e = threadIdx.x; e < Hc * cn; e += blockDim.x) ws[e] = P.weight(r, e / cn, c0 + e % cn, d);
                 __syncthreads();
                 float* out = x + ((size_t)b * T + t0) * d + c0;
-                block_dots<Acc>(tn * cn, Hc, [&](int o, int k) { return P.term(sm[(o / cn) * Hc + k], r, k, c0 + o % cn, d); },
+                block_dots<Acc>(tn * cn, Hc, [&](int o, int k) { return P.mul(sm[(o / cn) * Hc + k], ws[k * cn + o % cn]); },
                                 [&](int o, Acc acc) {
                                     const size_t at = (size_t)(o / cn) * d + o % cn;  // written by another block
                                     out[at] = __fadd_rn(__ldcg(out + at), P.out(acc, r, c0 + o % cn));

@@ -55,24 +55,25 @@ def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
     """(CT, HS, CS): channels a token unit, hidden channels a channel-fc1 unit, channels a channel-fc2
     unit — each as small as keeps the phase's units within one per block of the grid (CT also within
     shared memory: a small grid takes more units a block instead)."""
-    tiles = -(-model.tokens // TG)
-    ct_room = (SMEM_LIMIT // 4) // (model.tokens + model.token_hidden)
-    ct = max(1, min(-(-batch * model.width // grid), ct_room))
-    hs = max(1, -(-batch * tiles * model.channel_hidden // grid))
-    cs = max(1, -(-batch * tiles * model.width // grid))
+    m, slots = model, SMEM_LIMIT // 4
+    tiles = -(-m.tokens // TG)
+    ct = max(1, min(-(-batch * m.width // grid), slots // (m.tokens + m.token_hidden)))
+    hs = max(1, min(-(-batch * tiles * m.channel_hidden // grid), (slots - TG * m.width) // m.width))
+    cs = max(1, min(-(-batch * tiles * m.width // grid), (slots - TG * m.channel_hidden) // m.channel_hidden))
     return ct, hs, cs
 
 
-def smem_floats(model, ct: int) -> int:
-    """Dynamic shared memory of the kernel, in 4-byte slots: the largest phase's."""
-    m, warps = model, THREADS // 32
-    return max(m.patch * m.patch * 3, (m.tokens + m.token_hidden) * ct, TG * m.width, TG * m.channel_hidden,
-               (warps + 1) * m.width)
+def smem_floats(model, widths: tuple[int, int, int]) -> int:
+    """Dynamic shared memory of the kernel, in 4-byte slots: the largest phase's (a channel unit's rows
+    and its slice of the weights)."""
+    (ct, hs, cs), m, warps = widths, model, THREADS // 32
+    return max(m.patch * m.patch * 3, (m.tokens + m.token_hidden) * ct, (TG + hs) * m.width,
+               (TG + cs) * m.channel_hidden, (warps + 1) * m.width)
 
 
 def fits(model, batch: int, grid: int) -> bool:
     """Whether the kernel's shared memory holds this model at this batch (else the launch-per-op forward)."""
-    return 4 * smem_floats(model, unit_widths(model, batch, grid)[0]) <= SMEM_LIMIT
+    return 4 * smem_floats(model, unit_widths(model, batch, grid)) <= SMEM_LIMIT
 
 
 class _Layout:
@@ -142,7 +143,7 @@ def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: st
                 layout=layout, T=i32(T), d=i32(d), Th=i32(model.token_hidden), Hc=i32(model.channel_hidden),
                 blocks=i32(blocks), C=i32(model.classes), eps=f32(model.ln_eps), CT=i32(ct), HS=i32(hs), CS=i32(cs),
                 x0=x0, x1=x1, a=a, logits=prog.ref(prefix + ops[-1].name), sync=sync)
-    smem = 4 * smem_floats(model, ct)
+    smem = 4 * smem_floats(model, (ct, hs, cs))
     count = 3 * blocks + 2
     spans = [(0, count)] if mode == "fused" else [(p, p + 1) for p in range(count)]
     kernel = f"infer_mixer_{precision}_rows"
