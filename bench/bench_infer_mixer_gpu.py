@@ -156,9 +156,11 @@ def bench_model(folder: Path, contenders: dict, args) -> dict:
                              ("int8 a launch per op", contenders["LiteNet int8, a launch per op"]))}
     kernels = {f"{p} batch {len(x)}": kernel_times_us(contenders[f"LiteNet {p}"], x)
                for p in ("fp32", "int8") for x in (one, big)}
+    phases = {p: phase_times_us(LiteNet(folder, p, mode="phases"), one) for p in ("fp32", "int8")}
     one_launch_vs_torch = float(np.abs(one_launch.predict(big[:8]) - ref[:8]).max())
     print(f"  one-launch fp32 vs PyTorch on 8 images: max |Δlogit| {one_launch_vs_torch:.2e}", flush=True)
-    return {"rows": rows, "scan": scan, "small": small, "one_launch_vs_torch": one_launch_vs_torch, "kernels": kernels,
+    return {"rows": rows, "scan": scan, "small": small, "phases": phases, "one_launch_vs_torch": one_launch_vs_torch,
+            "kernels": kernels,
             "launches": len(contenders["LiteNet fp32"].be.prepare(1).launches)}
 
 
@@ -213,6 +215,16 @@ def kernel_times_us(lite, images, count: int = 10) -> dict:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def phase_times_us(lite, images) -> list[float]:
+    """µs of each phase of the one-launch forward (mode "phases": a launch a phase), each timed alone as
+    kernel_times_us times a launch: embed, then token / channel fc1 / channel fc2 of each block, head."""
+    be = lite.be
+    run = be.prepare(len(images))
+    be.dev.upload(run.pixels, images.reshape(len(images), 3072))
+    be.execute(run)
+    return [1e3 * launch_graph_ms(be.dev, launch, 10, 3) for launch in run.launches]
+
+
 def table(results: dict, floor_us: float, device: str) -> str:
     lines = [f"Device: {device}. One-kernel graph replay (floor of a batch-1 forward): {floor_us:.2f} µs.", "",
              ("| model | contender | batch-1 device latency µs | batch-1 predict() µs | batch-4096 ms | images/s "
@@ -244,6 +256,11 @@ def table(results: dict, floor_us: float, device: str) -> str:
         for name, times in res["small"].items():
             lines.append(f"| {model} | {name} | " + " | ".join(f"{times[b]:.1f}" for b in SMALL) + " |")
         lines.append(f"\nThe one launch against PyTorch fp32 on 8 images: max |Δlogit| {res['one_launch_vs_torch']:.2e}.")
+        for precision, times in res["phases"].items():
+            blocks = times[1:-1]
+            lines.append(f"\n{model} {precision}, batch 1, µs a phase launched alone: embed {times[0]:.1f}, token "
+                         f"{sum(blocks[0::3]):.1f}, channel fc1 {sum(blocks[1::3]):.1f}, channel fc2 {sum(blocks[2::3]):.1f} "
+                         f"(over the blocks), head {times[-1]:.1f}; sum {sum(times):.1f}")
     lines += ["", ("Where the time goes: µs per forward in each kernel, every launch timed alone (a CUDA graph of 10 copies, "
               "median of 3), summed by kernel:"), ""]
     for model, res in results.items():
