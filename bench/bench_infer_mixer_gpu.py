@@ -135,6 +135,15 @@ def load_contenders(folder: Path) -> dict:
 
 def bench_model(folder: Path, contenders: dict, args) -> dict:
     one, big = synthetic_images(1, seed=2), synthetic_images(args.batch, seed=3)
+    # LiteNet's few-image figures first (quick; PyTorch's compiles come after)
+    one_launch = LiteNet(folder, "fp32", mode="fused")
+    small = {name: {b: 1e3 * c.device_ms(big[:b], count=10, repeats=5) for b in SMALL}
+             for name, c in (("fp32 one launch", one_launch), ("fp32 a launch per op", contenders["LiteNet fp32, a launch per op"]),
+                             ("int8 one launch", LiteNet(folder, "int8", mode="fused")),
+                             ("int8 a launch per op", contenders["LiteNet int8, a launch per op"]))}
+    print(f"  {folder.name} few images, µs: {small}", flush=True)
+    phases = {p: phase_times_us(LiteNet(folder, p, mode="phases"), one) for p in ("fp32", "int8")}
+    print(f"  {folder.name} phases at batch 1, µs: {phases}", flush=True)
     rows = {}
     for name, c in contenders.items():
         rows[name] = {"latency_us": 1e3 * c.device_ms(one, repeats=args.repeats),
@@ -149,14 +158,8 @@ def bench_model(folder: Path, contenders: dict, args) -> dict:
         rows[name]["argmax_vs_torch"] = float((z.argmax(1) == ref.argmax(1)).mean())
     scan = {p: {b: 1e3 * contenders[f"LiteNet {p}"].device_ms(big[:b], count=10, repeats=5) for b in SCAN}
             for p in ("fp32", "int8")}
-    one_launch = LiteNet(folder, "fp32", mode="fused")
-    small = {name: {b: 1e3 * c.device_ms(big[:b], count=10, repeats=5) for b in SMALL}
-             for name, c in (("fp32 one launch", one_launch), ("fp32 a launch per op", contenders["LiteNet fp32, a launch per op"]),
-                             ("int8 one launch", LiteNet(folder, "int8", mode="fused")),
-                             ("int8 a launch per op", contenders["LiteNet int8, a launch per op"]))}
     kernels = {f"{p} batch {len(x)}": kernel_times_us(contenders[f"LiteNet {p}"], x)
                for p in ("fp32", "int8") for x in (one, big)}
-    phases = {p: phase_times_us(LiteNet(folder, p, mode="phases"), one) for p in ("fp32", "int8")}
     one_launch_vs_torch = float(np.abs(one_launch.predict(big[:8]) - ref[:8]).max())
     print(f"  one-launch fp32 vs PyTorch on 8 images: max |Δlogit| {one_launch_vs_torch:.2e}", flush=True)
     return {"rows": rows, "scan": scan, "small": small, "phases": phases, "one_launch_vs_torch": one_launch_vs_torch,
