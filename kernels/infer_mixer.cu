@@ -12,8 +12,8 @@
 // barriers, each phase cut into as many units as the grid has blocks:
 //
 //   embed                 unit = (image, patch): its P²·3 values, then its d outputs
-//   token  (block i)      unit = (image, CT channels): LayerNorm statistics of all T patches of the image
-//                         (every unit recomputes them: the rows are 4·d bytes in L2), then for its channels
+//   token  (block i)      unit = (image, CT channels): the image's (T, d) tile into shared memory and the
+//                         LayerNorm statistics of all T patches (every unit recomputes them), then for its channels
 //                         the token MLP — T → Th → T with GELU — entirely in shared memory, plus the
 //                         residual. It reads stream X[i % 2] and writes X[(i+1) % 2]: the other units
 //                         still read whole rows of the first while it writes.
@@ -23,7 +23,8 @@
 //                         read and written by one thread)
 // A channel unit first fetches its slice of the weights into shared memory with every thread at once,
 // so each thread's long sum waits on shared memory, not on one L2 round trip after another.
-//   head                  unit = image: LayerNorm of every patch, their mean, the logits
+//   head                  unit = image: its tile into shared memory, LayerNorm of every patch, their mean,
+//                         the logits
 //
 // `layout` (ML_* below, litenet/lowering/fast/mixer_rows.py writes it) holds, per product, a record of
 // ML_REC ints — its weights, bias, multipliers, packed row bytes and input scale — and per LayerNorm the
@@ -31,7 +32,7 @@
 // (in, out)); int8 reads the plan packed by litenet.runtime.cuda_mixer_net (weights (out, in) int8 rows,
 // multipliers m[n] = s_x·s_w[n], biases, γ, β): each product's float input is quantized as it is staged
 // (quantize_rn), the int32 sums are exact, y = float(acc)·m[n] + b[n] rounded as the plan rounds it.
-// LayerNorm is ln_row (each operation rounded once, as the int8 plan's). Every dot product is spread
+// LayerNorm is ln_row's arithmetic (each operation rounded once, as the int8 plan's). Every dot product is spread
 // over S threads (block_dots) and summed in a fixed order: the same bits on every run; fp32's order
 // differs from NumPy's (the tests hold its logits to the fp32 tolerance), int8's sums are exact.
 // Launch: grid ≤ the SM count (every block resident: the grid barrier), 256 threads, dynamic shared
@@ -114,6 +115,31 @@ __device__ __forceinline__ void block_dots(int outs, int K, const Term& term, co
     }
 }
 
+// The statistics of a row held in shared memory, by one warp, in ln_row's arithmetic (the same bits):
+// (μ, √(σ² + eps)); normed() then gives y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j as ln_row emits it.
+__device__ __forceinline__ float2 smem_row_stats(const float* row, int d, float eps) {
+    const int lane = threadIdx.x & 31;
+    float sum = 0.f;
+    for (int j = lane; j < d; j += 32) sum = __fadd_rn(sum, row[j]);
+    const float mean = __fdiv_rn(warp_sum(sum), (float)d);
+    float sq = 0.f;
+    for (int j = lane; j < d; j += 32) {
+        const float c = __fsub_rn(row[j], mean);
+        sq = __fadd_rn(sq, __fmul_rn(c, c));
+    }
+    return make_float2(mean, sqrtf(__fadd_rn(__fdiv_rn(warp_sum(sq), (float)d), eps)));
+}
+
+__device__ __forceinline__ float normed(float v, float2 st, float gamma, float beta) {
+    return __fadd_rn(__fmul_rn(__fdiv_rn(__fsub_rn(v, st.x), st.y), gamma), beta);
+}
+
+// An image's (T, d) tile of the stream into shared memory, every thread's loads in flight at once
+// (read past L1: other blocks wrote it in this launch).
+__device__ __forceinline__ void stage_tile(float* tile, const float* img, int n) {
+    for (int e = threadIdx.x; e < n; e += blockDim.x) tile[e] = __ldcg(img + e);
+}
+
 template <bool INT8>
 __device__ __forceinline__ void mixer_rows(
     const unsigned char* pixels, int B, int patch, float shift, float scale, const Products<INT8>& P,
@@ -151,17 +177,23 @@ __device__ __forceinline__ void mixer_rows(
             const int* ln = layout + ML_BLOCK0 + ML_PER_BLOCK * blocks;
             const int* r = ln + 2;
             const float* x = X[blocks % 2];
-            float* pool = sm + warps * d;
+            float* tile = sm;                // (T, d) the image's stream
+            float* sums = tile + T * d;      // (warps, d) each warp's sum of its normalised rows
+            float* pool = sums + warps * d;  // (d) their mean, staged for the head
             for (int b = blockIdx.x; b < B; b += gridDim.x) {
                 __syncthreads();
-                for (int j = lane; j < d; j += 32) sm[warp * d + j] = 0.f;
-                for (int t = warp; t < T; t += warps)  // each warp sums its patches' normalised rows
-                    ln_row(x + ((size_t)b * T + t) * d, F + ln[0], F + ln[1], eps, d,
-                           [&](int j, float y) { sm[warp * d + j] += y; });
+                stage_tile(tile, x + (size_t)b * T * d, T * d);
+                for (int j = lane; j < d; j += 32) sums[warp * d + j] = 0.f;
+                __syncthreads();
+                for (int t = warp; t < T; t += warps) {
+                    const float2 st = smem_row_stats(tile + t * d, d, eps);
+                    for (int j = lane; j < d; j += 32)
+                        sums[warp * d + j] += normed(tile[t * d + j], st, F[ln[0] + j], F[ln[1] + j]);
+                }
                 __syncthreads();
                 for (int j = threadIdx.x; j < d; j += blockDim.x) {
                     float s = 0.f;
-                    for (int w = 0; w < warps; ++w) s += sm[w * d + j];
+                    for (int w = 0; w < warps; ++w) s += sums[w * d + j];
                     pool[j] = P.in(s / (float)T, r);
                 }
                 __syncthreads();
@@ -172,17 +204,22 @@ __device__ __forceinline__ void mixer_rows(
             const int *r1 = L + ML_TFC1, *r2 = L + ML_TFC2;
             const float* xin = X[i % 2];
             float* xout = X[(i + 1) % 2];
-            float* nrm = sm;              // (T, CT) normalised columns, staged for the first product
+            float* tile = sm;             // (T, d) the image's stream: LayerNorm needs whole rows
+            float* nrm = tile + T * d;    // (T, CT) normalised columns, staged for the first product
             float* hid = nrm + T * CT;    // (Th, CT) its GELU, staged for the second
+            const float *g = F + L[ML_TLN], *be = F + L[ML_TLN + 1];
             const int groups = (d + CT - 1) / CT;
             for (int u = blockIdx.x; u < B * groups; u += gridDim.x) {
                 const int b = u / groups, c0 = (u % groups) * CT, cn = min(CT, d - c0);
                 const float* img = xin + (size_t)b * T * d;
                 __syncthreads();
-                for (int t = warp; t < T; t += warps)  // whole rows normalised, this unit's columns kept
-                    ln_row(img + (size_t)t * d, F + L[ML_TLN], F + L[ML_TLN + 1], eps, d, [&](int j, float y) {
-                        if (j >= c0 && j < c0 + cn) nrm[t * CT + j - c0] = P.in(y, r1);
-                    });
+                stage_tile(tile, img, T * d);
+                __syncthreads();
+                for (int t = warp; t < T; t += warps) {  // whole rows' statistics, this unit's columns kept
+                    const float2 st = smem_row_stats(tile + t * d, d, eps);
+                    for (int j = lane; j < cn; j += 32)
+                        nrm[t * CT + j] = P.in(normed(tile[t * d + c0 + j], st, g[c0 + j], be[c0 + j]), r1);
+                }
                 __syncthreads();
                 block_dots<Acc>(Th * cn, T, [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
                                 [&](int o, Acc acc) {
@@ -193,7 +230,7 @@ __device__ __forceinline__ void mixer_rows(
                 block_dots<Acc>(T * cn, Th, [&](int o, int k) { return P.mul(hid[k * CT + o % cn], P.weight(r2, k, o / cn, T)); },
                                 [&](int o, Acc acc) {
                                     const size_t at = (size_t)(o / cn) * d + c0 + o % cn;
-                                    out[at] = __fadd_rn(__ldcg(img + at), P.out(acc, r2, o / cn));
+                                    out[at] = __fadd_rn(tile[at], P.out(acc, r2, o / cn));
                                 });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit
