@@ -58,8 +58,7 @@
 #define ML_TG 8         // patches per channel-MLP unit (one warp each for their LayerNorm)
 
 // A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
-// int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n] (an int8 weight exactly, as a
-// float), mul() is one term of the sum, out() turns the finished sum into the float the op list computes
+// int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n], mul() is one term of the sum, out() turns the finished sum into the float the op list computes
 // (with the bias). Both stage into 4-byte slots of shared memory.
 template <bool INT8>
 struct Products;
@@ -83,13 +82,14 @@ struct Products<true> {
     typedef int Acc;
     const float* F;
     const signed char* W;
-    __device__ __forceinline__ float in(float x, const int* r) const {  // the int8 value, exact in a float slot
-        return (float)quantize_rn(x, __int_as_float(r[ML_SX]));
+    // int8 values travel as the bits of an int in a float slot: one integer multiply a term, no conversions
+    __device__ __forceinline__ float in(float x, const int* r) const {
+        return __int_as_float(quantize_rn(x, __int_as_float(r[ML_SX])));
     }
     __device__ __forceinline__ float weight(const int* r, int k, int n, int) const {  // W (out, in), rows of KP bytes
-        return (float)W[(size_t)r[ML_W] * 4 + (size_t)n * r[ML_KP] + k];
+        return __int_as_float((int)W[(size_t)r[ML_W] * 4 + (size_t)n * r[ML_KP] + k]);
     }
-    __device__ __forceinline__ int mul(float x, float w) const { return (int)x * (int)w; }
+    __device__ __forceinline__ int mul(float x, float w) const { return __float_as_int(x) * __float_as_int(w); }
     __device__ __forceinline__ float out(int acc, const int* r, int n) const {
         return __fadd_rn(__fmul_rn((float)acc, F[r[ML_M] + n]), F[r[ML_B] + n]);
     }
