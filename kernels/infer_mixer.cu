@@ -137,6 +137,12 @@ __device__ __forceinline__ float normed(float v, float2 st, float gamma, float b
 // An image's (T, d) tile of the stream into shared memory, every thread's loads in flight at once
 // (read past L1: other blocks wrote it in this launch).
 __device__ __forceinline__ void stage_tile(float* tile, const float* img, int n) {
+    if (n % 4 == 0 && aligned16(img)) {  // (the dynamic shared memory is 16-byte aligned)
+#pragma unroll 4
+        for (int e = 4 * threadIdx.x; e < n; e += 4 * blockDim.x) st4(tile + e, ld4cg(img + e));
+        return;
+    }
+#pragma unroll 8
     for (int e = threadIdx.x; e < n; e += blockDim.x) tile[e] = __ldcg(img + e);
 }
 
@@ -245,6 +251,7 @@ __device__ __forceinline__ void mixer_rows(
                     ln_row(x + ((size_t)b * T + t0 + warp) * d, F + L[ML_CLN], F + L[ML_CLN + 1], eps, d,
                            [&](int j, float y) { sm[warp * d + j] = P.in(y, r); });
                 float* ws = sm + ML_TG * d;  // (d, hn): the weights' slice, fetched by all threads at once
+#pragma unroll 8
                 for (int e = threadIdx.x; e < d * hn; e += blockDim.x) ws[e] = P.weight(r, e / hn, n0 + e % hn, Hc);
                 __syncthreads();
                 float* out = a + ((size_t)b * T + t0) * Hc + n0;
@@ -263,7 +270,9 @@ __device__ __forceinline__ void mixer_rows(
                 const float* arows = a + ((size_t)b * T + t0) * Hc;
                 __syncthreads();
                 float* ws = sm + ML_TG * Hc;  // (Hc, cn): the weights' slice
+#pragma unroll 8
                 for (int e = threadIdx.x; e < tn * Hc; e += blockDim.x) sm[e] = P.in(__ldcg(arows + e), r);
+#pragma unroll 8
                 for (int e = threadIdx.x; e < Hc * cn; e += blockDim.x) ws[e] = P.weight(r, e / cn, c0 + e % cn, d);
                 __syncthreads();
                 float* out = x + ((size_t)b * T + t0) * d + c0;

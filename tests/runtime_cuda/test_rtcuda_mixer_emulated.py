@@ -27,13 +27,14 @@ from litenet.runtime.model_files import ModelFiles
 
 i32, f32 = np.int32, np.float32
 
-# Tiny Mixers: every patch side the kernels treat differently (T = 64, 16, 4), widths and hidden widths
+# Tiny Mixers: every patch side the kernels treat differently (T = 64, 16, 4, 1), widths and hidden widths
 # that are not multiples of 4, 16 or 64, token MLPs wider and narrower than the patch count.
 SHAPES = {
     "p4-d8-t70": MixerConfig(patch=4, width=8, token_hidden=70, channel_hidden=12, blocks=1, input_shift=0.0),
     "p8-d13-t5": MixerConfig(patch=8, width=13, token_hidden=5, channel_hidden=33, blocks=2, input_shift=0.3,
                              input_scale=2.0),
     "p16-d20-t3": MixerConfig(patch=16, width=20, token_hidden=3, channel_hidden=130, blocks=1, input_scale=4.0),
+    "p32-d7-t2": MixerConfig(patch=32, width=7, token_hidden=2, channel_hidden=9, blocks=2, input_shift=0.1),
 }
 
 
