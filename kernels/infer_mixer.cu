@@ -57,6 +57,17 @@
 #define ML_PER_BLOCK (4 + 4 * ML_REC)  // then the final LN (γ, β) and the head's record
 #define ML_TG 8         // patches per channel-MLP unit (one warp each for their LayerNorm)
 
+// A product's record, read once a phase into registers (read through the pointer at every use, the
+// compiler must reload it after each store to shared memory, which it cannot prove apart).
+struct Rec {
+    int w, b, m, kp;
+    float sx;
+};
+
+__device__ __forceinline__ Rec rec(const int* r) {
+    return Rec{r[ML_W], r[ML_B], r[ML_M], r[ML_KP], __int_as_float(r[ML_SX])};
+}
+
 // A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
 // int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n], mul() is one term of the sum, out() turns the finished sum into the float the op list computes
 // (with the bias). Both stage into 4-byte slots of shared memory.
@@ -68,12 +79,12 @@ struct Products<false> {
     typedef float Acc;
     const float* F;
     const signed char* W;  // unused
-    __device__ __forceinline__ float in(float x, const int*) const { return x; }
-    __device__ __forceinline__ float weight(const int* r, int k, int n, int N) const {  // W (in, out)
-        return F[r[ML_W] + (size_t)k * N + n];
+    __device__ __forceinline__ float in(float x, const Rec&) const { return x; }
+    __device__ __forceinline__ float weight(const Rec& r, int k, int n, int N) const {  // W (in, out)
+        return F[r.w + (size_t)k * N + n];
     }
     __device__ __forceinline__ float mul(float x, float w) const { return x * w; }
-    __device__ __forceinline__ float out(float acc, const int* r, int n) const { return acc + F[r[ML_B] + n]; }
+    __device__ __forceinline__ float out(float acc, const Rec& r, int n) const { return acc + F[r.b + n]; }
     __device__ __forceinline__ float gelu(float u) const { return gelu_value(u); }
 };
 
@@ -83,15 +94,15 @@ struct Products<true> {
     const float* F;
     const signed char* W;
     // int8 values travel as the bits of an int in a float slot: one integer multiply a term, no conversions
-    __device__ __forceinline__ float in(float x, const int* r) const {
-        return __int_as_float(quantize_rn(x, __int_as_float(r[ML_SX])));
+    __device__ __forceinline__ float in(float x, const Rec& r) const {
+        return __int_as_float(quantize_rn(x, r.sx));
     }
-    __device__ __forceinline__ float weight(const int* r, int k, int n, int) const {  // W (out, in), rows of KP bytes
-        return __int_as_float((int)W[(size_t)r[ML_W] * 4 + (size_t)n * r[ML_KP] + k]);
+    __device__ __forceinline__ float weight(const Rec& r, int k, int n, int) const {  // W (out, in), rows of KP bytes
+        return __int_as_float((int)W[(size_t)r.w * 4 + (size_t)n * r.kp + k]);
     }
     __device__ __forceinline__ int mul(float x, float w) const { return __float_as_int(x) * __float_as_int(w); }
-    __device__ __forceinline__ float out(int acc, const int* r, int n) const {
-        return __fadd_rn(__fmul_rn((float)acc, F[r[ML_M] + n]), F[r[ML_B] + n]);
+    __device__ __forceinline__ float out(int acc, const Rec& r, int n) const {
+        return __fadd_rn(__fmul_rn((float)acc, F[r.m + n]), F[r.b + n]);
     }
     __device__ __forceinline__ float gelu(float u) const { return gelu_rn(u); }
 };
@@ -148,7 +159,7 @@ __device__ __forceinline__ void stage_tile(float* tile, const float* img, int n)
 
 template <bool INT8>
 __device__ __forceinline__ void mixer_rows(
-    const unsigned char* pixels, int B, int patch, float shift, float scale, const Products<INT8>& P,
+    const unsigned char* pixels, int B, int patch, float shift, float scale, const Products<INT8> P,
     const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0,
     float* x1, float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
     typedef typename Products<INT8>::Acc Acc;
@@ -164,7 +175,7 @@ __device__ __forceinline__ void mixer_rows(
         const int i = (p - 1) / 3, part = (p - 1) % 3;
         const int* L = layout + ML_BLOCK0 + ML_PER_BLOCK * i;
         if (p == 0) {  // embed: one patch a unit
-            const int* r = layout + ML_EMBED;
+            const Rec r = rec(layout + ML_EMBED);
             for (int u = blockIdx.x; u < B * T; u += gridDim.x) {
                 const int b = u / T, t = u % T;
                 __syncthreads();  // the previous unit is done with sm
@@ -181,7 +192,7 @@ __device__ __forceinline__ void mixer_rows(
             }
         } else if (p == head) {  // final LayerNorm, mean over the patches, the head
             const int* ln = layout + ML_BLOCK0 + ML_PER_BLOCK * blocks;
-            const int* r = ln + 2;
+            const Rec r = rec(ln + 2);
             const float* x = X[blocks % 2];
             float* tile = sm;                // (T, d) the image's stream
             float* sums = tile + T * d;      // (warps, d) each warp's sum of its normalised rows
@@ -207,7 +218,7 @@ __device__ __forceinline__ void mixer_rows(
                                 [&](int o, Acc acc) { logits[(size_t)b * C + o] = P.out(acc, r, o); });
             }
         } else if (part == 0) {  // token MLP: CT channels of one image a unit
-            const int *r1 = L + ML_TFC1, *r2 = L + ML_TFC2;
+            const Rec r1 = rec(L + ML_TFC1), r2 = rec(L + ML_TFC2);
             const float* xin = X[i % 2];
             float* xout = X[(i + 1) % 2];
             float* tile = sm;             // (T, d) the image's stream: LayerNorm needs whole rows
@@ -240,7 +251,7 @@ __device__ __forceinline__ void mixer_rows(
                                 });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit
-            const int* r = L + ML_CFC1;
+            const Rec r = rec(L + ML_CFC1);
             const float* x = X[(i + 1) % 2];
             const int hgroups = (Hc + HS - 1) / HS;
             for (int u = blockIdx.x; u < B * tiles * hgroups; u += gridDim.x) {
@@ -261,7 +272,7 @@ __device__ __forceinline__ void mixer_rows(
                                 });
             }
         } else {  // channel fc2 + residual: TG patches × CS channels a unit, in place
-            const int* r = L + ML_CFC2;
+            const Rec r = rec(L + ML_CFC2);
             float* x = X[(i + 1) % 2];
             const int cgroups = (d + CS - 1) / CS;
             for (int u = blockIdx.x; u < B * tiles * cgroups; u += gridDim.x) {

@@ -8,9 +8,9 @@ that is replayed.
 Every batch size runs a program of the op-list lowering (litenet/lowering/inference.py), the same
 walk the trainer's evaluation runs: the MLP's fp32 and int8 in the inference kernels' rewrite — up to
 FUSED_MAX_BATCH images in one launch (the whole forward, phases separated by grid barriers), above it
-a tiled launch per layer; the Mixer likewise in one launch up to MIXER_FUSED_MAX_BATCH images
-(infer_mixer.cu, fp32 and int8), above it a launch per op or fused region (fp32: the fast tier's forward;
-int8: the int8 plan's rewrite); a layer list's fp32 in the fast tier's forward.
+a tiled launch per layer; the Mixer a launch per op or fused region (fp32: the fast tier's forward;
+int8: the int8 plan's rewrite), or, asked for (mode "fused", or auto up to MIXER_FUSED_MAX_BATCH images,
+0 today), in one launch of the whole forward (infer_mixer.cu); a layer list's fp32 in the fast tier's forward.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 # (infer-gpu-2026-12-02.md in bench/results/raw/gpu-inference.tar.xz, batch scan): fp32 fused still wins at 64 and loses at 128
 # on both presets; int8 fused wins at 16 and loses at 32 (its tiles are cheaper, its rows dearer).
 FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
-# The fp32 Mixer's one-launch forward up to this batch, the launch per op above it (bench/results/gpu-inference.md)
-MIXER_FUSED_MAX_BATCH = 8
+# The Mixer's one-launch forward (infer_mixer.cu) up to this batch, the launch per op above it. 0: never
+# by default — on an H100 it is slower than the launch per op at every batch measured (1: 352 against
+# 277 µs; bench/results/gpu-inference.md), so it runs only when asked for (mode "fused").
+MIXER_FUSED_MAX_BATCH = 0
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
 MIN_CAPABILITY = (6, 1)  # __dp4a
@@ -117,10 +119,11 @@ class CudaInference(Backend):
             device = CupyDevice()
         self.dev, self.precision, self.graphs = device, precision, graphs
         self.mode = mode if self.family == "mlp" or mode in mixer_rows.MODES else OPS_MODE
-        self.mixer_rows = self.family == "mixer" and mode == "auto"
+
         self.chunk = max(1, chunk)
         default_max = MIXER_FUSED_MAX_BATCH if self.family == "mixer" else FUSED_MAX_BATCH[precision]
         self.fused_max_batch = default_max if fused_max_batch is None else fused_max_batch
+        self.mixer_rows = self.family == "mixer" and mode == "auto" and self.fused_max_batch > 0
         self.fused_grid = fused_grid or self.dev.sm_count
         self._runs: OrderedDict[int, ForwardRun] = OrderedDict()
         self.kernel_preparation = None  # what the latest new batch size's kernels cost (gpu/kernel_cache.py)

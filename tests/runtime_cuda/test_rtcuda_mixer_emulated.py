@@ -154,8 +154,8 @@ def test_mean_tokens_quantize_is_the_mean_then_quantize(emu_device, T, B, d):
 
 
 def _backend(mixers, shape, precision, device, **options):
-    """The launch-per-op forward unless `mode` says otherwise (auto would run fp32's few images in the
-    one-launch kernel, whose grid barrier the emulator meets only with one block: test_mixer_rows_*)."""
+    """The launch-per-op forward unless `mode` says otherwise (the one-launch kernel's grid barrier is met
+    on the emulator only with one block: test_mixer_rows_*)."""
     options.setdefault("mode", "ops")
     return CudaInference(ModelFiles.locate(mixers[shape]), precision, device=device, **options)
 
@@ -287,14 +287,19 @@ def test_mixer_rows_at_litenet_mixer_size(tmp_path_factory, images):
 
     folder = plan_only_mixer(tmp_path_factory.mktemp("rtcuda-mixer-rows"), load_preset("litenet-mixer").model)
     for precision, check in (("fp32", check_mixer_fp32), ("int8", check_mixer_int8)):
-        be = CudaInference(ModelFiles.locate(folder), precision, device=EmuInferDevice(sm_count=1))
-        assert be.mode_for(1) == "fused" and len(be.prepare(1).launches) == 1
+        be = CudaInference(ModelFiles.locate(folder), precision, device=EmuInferDevice(sm_count=1), mode="fused")
+        assert len(be.prepare(1).launches) == 1
         check(be, folder, images[:1])
         check(be, folder, images[1:4])
 
 
-def test_auto_mode_runs_few_images_in_one_launch(mixers, emu_device):
-    fp32 = CudaInference(ModelFiles.locate(mixers["p4-d8-t70"]), "fp32", device=emu_device, fused_max_batch=4)
+def test_auto_mode_runs_the_one_launch_only_up_to_its_batch(mixers, emu_device):
+    """MIXER_FUSED_MAX_BATCH is 0 (the one launch lost to the launch per op on a GPU): auto never picks it
+    unless told a batch to use it up to."""
+    files = ModelFiles.locate(mixers["p4-d8-t70"])
+    default = CudaInference(files, "fp32", device=emu_device)
+    assert [default.mode_for(b) for b in (1, 8)] == ["ops", "ops"] and "one launch" not in default.describe()
+    fp32 = CudaInference(files, "fp32", device=emu_device, fused_max_batch=4)
     assert [fp32.mode_for(b) for b in (1, 4, 5, 4096)] == ["fused", "fused", "ops", "ops"]
     assert "one launch up to batch 4" in fp32.describe()
     int8 = CudaInference(ModelFiles.locate(mixers["p4-d8-t70"]), "int8", device=emu_device, mode="ops")
@@ -326,7 +331,7 @@ def test_litenet_infer_backend_cuda_runs_a_mixer(mixers, images, emu_device, mon
 
     from emu_infer import EmuInferDevice
 
-    # one SM: fp32's one image runs in the one-launch kernel, whose grid barrier the emulator meets with one block
+    # one SM, so that a one-launch forward's grid barrier would be met on the emulator
     monkeypatch.setattr("litenet.gpu.device.CupyDevice", lambda: EmuInferDevice(sm_count=1))
     monkeypatch.setattr(CudaInference, "unavailable_reason", classmethod(lambda cls, model, precision: None))
     Image.fromarray(images[0]).save(tmp_path / "image.png")
