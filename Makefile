@@ -219,5 +219,5 @@ bench-infer: $(GPU_VENV_DEPS)  ## time LiteNet CUDA inference fp32/int8 vs PyTor
 	$(PY) bench/bench_infer_gpu.py --models $(INFER_MODELS) --out $(NEW_RESULTS)/infer-gpu.md
 
 .PHONY: bench-infer-mixer
-bench-infer-mixer: $(GPU_VENV_DEPS)  ## (~2 min, needs torch) the Mixer's CUDA inference: int8 vs fp32 batch-4096 throughput, batch-1 latency vs PyTorch eager, into bench/results/new/
+bench-infer-mixer: $(GPU_VENV_DEPS)  ## (~3 min, needs torch) the Mixer's CUDA inference: int8 vs fp32 batch-4096 throughput, batch-1 latency vs PyTorch eager and torch.compile reduce-overhead, the one-launch forward vs the launch per op, into bench/results/new/
 	$(PY) bench/bench_infer_mixer_gpu.py --out $(NEW_RESULTS)/infer-mixer-gpu.md
