@@ -119,7 +119,6 @@ class CudaInference(Backend):
             device = CupyDevice()
         self.dev, self.precision, self.graphs = device, precision, graphs
         self.mode = mode if self.family == "mlp" or mode in mixer_rows.MODES else OPS_MODE
-
         self.chunk = max(1, chunk)
         default_max = MIXER_FUSED_MAX_BATCH if self.family == "mixer" else FUSED_MAX_BATCH[precision]
         self.fused_max_batch = default_max if fused_max_batch is None else fused_max_batch
