@@ -2,8 +2,10 @@
 timed in the same run, precision matched on both sides.
 
 Contenders (NAME[:PRECISION], precision fp32 | tf32 | bf16):
-  litenet[:precision[:activations]]  LiteNet's CUDA backend (left out: fp32, keep), e.g. litenet:bf16:recompute
-                     (TrainConfig.activations: the smaller arena, blocks re-run in the backward)
+  litenet[:precision[:activations][:one-stream]]  LiteNet's CUDA backend (left out: fp32, keep), e.g.
+                     litenet:bf16:recompute (TrainConfig.activations: the smaller arena, blocks re-run in the
+                     backward); one-stream: every launch on one stream (branches "off": the ∂W launches
+                     not on the graph's second stream)
   torch-graph        the peer of record (bench/torch_mixer.GraphedTrainer): torch.compile (default mode) of the
                      model and the whole step — augmentation, forward, loss, backward, fused capturable AdamW
                      with the learning rate in a device tensor — in one CUDA graph, replayed with each step's
@@ -64,18 +66,23 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 def settings(name: str) -> dict:
-    """"litenet:bf16:recompute" → {"kind": "litenet", "precision": "bf16", "activations": "recompute"};
+    """"litenet:bf16:recompute" → {"kind": "litenet", "precision": "bf16", "activations": "recompute",
+    "branches": "on"};
     "torch-graph:fp32" → {"kind": "torch-graph", "precision": "fp32"}. Precision left out: fp32 for
     LiteNet, tf32 for PyTorch (what its eager peer always ran). A name that fits neither: ValueError."""
     kind, *parts = name.split(":")
     if kind not in KINDS:
         raise ValueError(f"contender {name!r}: expected one of {', '.join(KINDS)}, then :PRECISION")
     precision = parts[0] if parts else ("fp32" if kind == "litenet" else "tf32")
-    if precision not in PRECISIONS or len(parts) > (2 if kind == "litenet" else 1):
+    options = parts[1:]
+    if (precision not in PRECISIONS or (kind != "litenet" and options)
+            or not set(options) <= {"keep", "recompute", "one-stream"} or len(set(options) - {"one-stream"}) > 1):
         raise ValueError(f"contender {name!r}: expected {kind}:PRECISION with PRECISION one of {', '.join(PRECISIONS)}"
-                         + (" (then :keep or :recompute)" if kind == "litenet" else ""))
+                         + (" (then :keep or :recompute, and :one-stream)" if kind == "litenet" else ""))
     if kind == "litenet":
-        return {"kind": kind, "precision": precision, "activations": parts[1] if len(parts) > 1 else "keep"}
+        return {"kind": kind, "precision": precision,
+                "activations": next((o for o in options if o != "one-stream"), "keep"),
+                "branches": "off" if "one-stream" in options else "on"}
     return {"kind": kind, "precision": precision}
 
 
@@ -88,7 +95,7 @@ def make_contender(name: str, model, train, params, images, labels):
     if s["kind"] == "litenet":
         from litenet.train.gpu_backend import GpuBackend
         backend = GpuBackend(model, override(train, {"precision": s["precision"], "activations": s["activations"]}),
-                             params)
+                             params, branches=s["branches"])
         backend.load_dataset(images, labels)
         return backend
     if s["kind"] == "torch-graph":

@@ -34,11 +34,15 @@ def test_a_first_epoch_faster_than_usual_costs_nothing_and_one_epoch_tells_nothi
 
 def test_a_contender_names_its_precision_and_a_name_that_fits_nothing_is_refused():
     assert settings("torch-graph:fp32") == {"kind": "torch-graph", "precision": "fp32"}
-    assert settings("litenet:bf16:recompute") == {"kind": "litenet", "precision": "bf16", "activations": "recompute"}
-    assert settings("litenet") == {"kind": "litenet", "precision": "fp32", "activations": "keep"}
+    assert settings("litenet:bf16:recompute") == {"kind": "litenet", "precision": "bf16", "activations": "recompute",
+                                                  "branches": "on"}
+    assert settings("litenet") == {"kind": "litenet", "precision": "fp32", "activations": "keep", "branches": "on"}
+    assert settings("litenet:bf16:one-stream")["branches"] == "off"
+    assert settings("litenet:bf16:recompute:one-stream")["activations"] == "recompute"
     assert settings("torch-compile")["precision"] == "tf32"  # PyTorch's precision left out: as it always ran
     for bad, says in (("torch-graph:fp16", "PRECISION"), ("torchgraph", "expected one of"),
-                      ("torch:bf16:recompute", "PRECISION")):
+                      ("torch:bf16:recompute", "PRECISION"), ("litenet:bf16:keep:recompute", "PRECISION"),
+                      ("litenet:bf16:two-streams", "PRECISION")):
         with pytest.raises(ValueError, match=says):
             settings(bad)
 

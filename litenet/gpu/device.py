@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from litenet.gpu import sources
+from litenet.gpu import sources, streams
 from litenet.gpu.kernel_cache import KernelCache, Preparation
 from litenet.gpu.launch import THREADS
 
@@ -53,6 +53,19 @@ def cubin_target(major: int, minor: int, nvrtc_version: tuple[int, int], support
     return f"sm_{max(fits)}" if fits else None
 
 
+def _two_streams(cupy):
+    """The main stream and a graph's second one (streams.py). The second runs off the step's critical path,
+    so it gets the lowest priority and the main stream the highest, where this CuPy can set them: its
+    blocks then fill what the main stream leaves idle. (A priority is a hint to the block scheduler; it
+    changes no result.)"""
+    try:
+        least, greatest = cupy.cuda.runtime.deviceGetStreamPriorityRange()
+        return (cupy.cuda.Stream(non_blocking=True, priority=greatest),
+                cupy.cuda.Stream(non_blocking=True, priority=least))
+    except (AttributeError, TypeError):
+        return cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+
+
 class CupyDevice:
     """The current CUDA device, through CuPy."""
 
@@ -61,7 +74,7 @@ class CupyDevice:
         from cupy_backends.cuda.libs import nvrtc
 
         self.cp = self.xp = cupy
-        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream, self.side = _two_streams(cupy)
         self._modules: dict[str, object] = {}  # kernel → its cubin's module, or (CuPy's route) file → its module
         self._kernels: dict[str, object] = {}
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -108,17 +121,39 @@ class CupyDevice:
             self.kernel(launch.kernel)((launch.grid,), (THREADS,), launch.args, shared_mem=launch.shared)
 
     def capture(self, launches):
-        """One CUDA graph of the launches; replay it with `replay`."""
+        """One CUDA graph of the launches; replay it with `replay`. Launches on stream 1 run on the second
+        stream, joined to the first by the waits streams.py finds and, at the end, by one more."""
         for launch in launches:  # compile and load every module outside the capture
             self.kernel(launch.kernel)
+        lanes = [launch.stream for launch in launches]
+        after = streams.waits(lanes, [streams.accesses(launch) for launch in launches]) if any(lanes) else [None] * len(lanes)
+        # every event made before the capture starts: one after each launch another waits for, a fork, a join
+        events = {i: self._event() for i in after if i is not None}
+        fork, join, side_joined = self._event(), self._event(), False
         with self.stream:
             self.stream.begin_capture()
             try:
-                for launch in launches:
-                    self.kernel(launch.kernel)((launch.grid,), (THREADS,), launch.args, shared_mem=launch.shared)
+                for j, launch in enumerate(launches):
+                    stream = self.side if launch.stream else self.stream
+                    if launch.stream and not side_joined:  # the second stream enters the capture here
+                        fork.record(self.stream)
+                        stream.wait_event(fork)
+                        side_joined = True
+                    if after[j] is not None:
+                        stream.wait_event(events[after[j]])
+                    with stream:
+                        self.kernel(launch.kernel)((launch.grid,), (THREADS,), launch.args, shared_mem=launch.shared)
+                    if j in events:
+                        events[j].record(stream)
+                if side_joined:
+                    join.record(self.side)
+                    self.stream.wait_event(join)
             finally:
                 graph = self.stream.end_capture()
         return graph
+
+    def _event(self):
+        return self.cp.cuda.Event(block=False, disable_timing=True)
 
     def replay(self, graph) -> None:
         graph.launch(stream=self.stream)

@@ -20,14 +20,15 @@ SMEM_LIMIT = 48 * 1024  # static + dynamic shared memory every CUDA GPU grants w
 @dataclass
 class Launch:
     """One kernel launch: `grid` blocks of THREADS threads, `args` as the kernel declares them,
-    `shared` bytes of dynamic shared memory, and (training, --check-kernels) the Check that holds
-    it to its NumPy twin."""
+    `shared` bytes of dynamic shared memory, `stream` 0 or 1 (in a captured graph: streams.py), and
+    (training, --check-kernels) the Check that holds it to its NumPy twin."""
 
     kernel: str
     grid: int
     args: tuple
     shared: int = 0
     check: object = None
+    stream: int = 0
 
 
 def check_launch(launch: Launch) -> None:

@@ -96,4 +96,4 @@ def view(views: dict, ref: Ref):
 def bind(call: Call, views: dict) -> Launch:
     """The call as a Launch over the allocated views (and external arrays in `views`)."""
     args = tuple(view(views, a) if isinstance(a, Ref) else a for a in call.ordered_args())
-    return Launch(call.kernel, call.grid, args, call.shared)
+    return Launch(call.kernel, call.grid, args, call.shared, stream=call.stream)

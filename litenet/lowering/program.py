@@ -96,13 +96,15 @@ class Ref:
 class Call:
     """One kernel launch: `grid` blocks of 256 threads, arguments by parameter name (Refs for pointers,
     np.int32 / np.float32 scalars), `shared` bytes of dynamic shared memory. `terms`: how many rounded
-    terms stand behind each output (pointer parameter name → count), for check tolerances."""
+    terms stand behind each output (pointer parameter name → count), for check tolerances. `stream`:
+    1 where a captured graph may run it on the second stream (branches.py), else 0."""
 
     kernel: str
     grid: int
     args: dict
     shared: int = 0
     terms: dict = field(default_factory=dict)
+    stream: int = 0
 
     def params(self):
         return sources.signatures(sources.kernel_file(self.kernel))[self.kernel]

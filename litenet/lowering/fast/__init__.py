@@ -25,6 +25,7 @@ import dataclasses
 import numpy as np
 
 from litenet.graph import Op, consumers, ops_of
+from litenet.lowering.branches import BRANCHES, side_branch
 from litenet.lowering.fast import step, tokens, vectors
 from litenet.lowering.fast.common import COUNTERS, SCRATCH
 from litenet.lowering.fast.mlp_shape import mlp_shape
@@ -104,7 +105,11 @@ def apply(net: Net, rules) -> list[Region]:
 
 def rewrite_training(program: Program, model, train, batch: int, precision: str = "fp32", sm_count: int = 1,
                      **options) -> Program:
-    """The training step in the fast tier (options: embed, plan, tall, wide — vectors.py, products.py)."""
+    """The training step in the fast tier (options: embed, plan, tall, wide — vectors.py, products.py;
+    branches — ../branches.py)."""
+    branch = options.get("branches", "on")
+    if branch not in BRANCHES:
+        raise ValueError(f"branches must be one of {', '.join(BRANCHES)}; got {branch!r}")
     net = Net(program, model, batch, "", precision, sm_count, train,
               _tiles(model, precision, sm_count, options, TRAIN_BLOCKS_PER_SM))
     fused = vectors.fused_step(net, options.get("plan", "auto"), options.get("embed", "auto"))
@@ -114,6 +119,8 @@ def rewrite_training(program: Program, model, train, batch: int, precision: str 
         regions = tokens.recompute(net, regions)
     out = net.finish(regions)
     vectors.finish_copies(net, out)
+    if branch == "on":
+        out = side_branch(out)
     mlp = mlp_shape(net)
     out.geometry = mlp.geometry if mlp else None
     out.labels.update(batch=batch, tier="fast", tiles=net.tiles.name, precision=precision,

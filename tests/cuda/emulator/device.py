@@ -2,12 +2,17 @@
 
 NumPy arrays stand in for device memory and the emulated kernels run on them; a "captured
 graph" is the recorded launch list, replayed in order, which is what a CUDA graph does for a
-single stream — so the device-side step counter and schedule are exercised as on a GPU.
+single stream — so the device-side step counter and schedule are exercised as on a GPU. Where some
+launches go on the second stream (litenet/gpu/streams.py), the graph replays them in an order the
+GPU could run them in: that stream's launches as late as their waits allow (or, with
+`second_stream="early"`, as early), so a wait missing from the schedule changes the results.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from litenet.gpu import streams
 
 from . import kernel
 
@@ -16,8 +21,9 @@ class EmuDevice:
     name = "CPU emulator"
     capability = "emulated"
 
-    def __init__(self, sm_count: int = 4, defines: tuple[str, ...] = ()):
+    def __init__(self, sm_count: int = 4, defines: tuple[str, ...] = (), second_stream: str = "late"):
         self.xp = np
+        self.second_late = {"late": True, "early": False}[second_stream]
         self.sm_count = sm_count  # small, so split-K and several row blocks happen at test sizes
         self.defines = defines  # e.g. emulator.WGMMA: compile as for a Hopper GPU
         self.launches = 0
@@ -34,7 +40,11 @@ class EmuDevice:
         self.kernel(launch.kernel)((launch.grid,), (256,), launch.args, shared_mem=launch.shared)
 
     def capture(self, launches):
-        return list(launches)
+        lanes = [launch.stream for launch in launches]
+        if not any(lanes):
+            return list(launches)
+        after = streams.waits(lanes, [streams.accesses(launch) for launch in launches])
+        return [launches[j] for j in streams.run_order(lanes, after, self.second_late)]
 
     def replay(self, graph) -> None:
         for launch in graph:
