@@ -59,8 +59,10 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 BATCHES = (256, 1024)
 DATASET = 8192  # random uint8 images on the GPU, the same for every contender
 NO_WIDE = "-no-wide"  # suffix of LiteNet's step without wide tiles (geometry.choose_wide), where it has some
+ONE_STREAM = "-one-stream"  # suffix of LiteNet's step with every launch on one stream (--one-stream)
 OTHER_LABELS = {"tf32": "TF32", "bf16": "BF16", "fp32" + NO_WIDE: "without wide tiles",
-                "bf16" + NO_WIDE: "BF16 without wide tiles"}
+                "bf16" + NO_WIDE: "BF16 without wide tiles", "fp32" + ONE_STREAM: "on one stream",
+                "tf32" + ONE_STREAM: "TF32 on one stream", "bf16" + ONE_STREAM: "BF16 on one stream"}
 
 
 # -- the cells' models and floors ------------------------------------------------------------------
@@ -114,19 +116,22 @@ def bench_litenet(*args) -> dict:
         cupy.get_default_memory_pool().free_all_blocks()
 
 
-def _litenet_ms(model, train, params, images, labels, sched, precision, steps, repeats, wide=None) -> dict:
-    """`wide`: the MLP's wide BF16 tiles as geometry.choose_wide picks them (None) or none (False)."""
+def _litenet_ms(model, train, params, images, labels, sched, precision, steps, repeats, wide=None,
+                branches="on") -> dict:
+    """`wide`: the MLP's wide BF16 tiles as geometry.choose_wide picks them (None) or none (False);
+    `branches`: the backward's ∂W launches on the graph's second stream ("on") or every launch on one."""
     import cupy
     train = override(train, {"precision": precision})
     batches, flips, crops, lrs = sched
     if model.family == "mixer":
         from litenet.train.gpu_backend import GpuBackend
-        backend = GpuBackend(model, train, params)
+        backend = GpuBackend(model, train, params, branches=branches)
+
         def extra(rows):
             return {"crops": crops[rows]}
     else:
         from litenet.train.gpu_backend import GpuBackend
-        backend = GpuBackend(model, train, params, wide=wide)
+        backend = GpuBackend(model, train, params, wide=wide, branches=branches)
 
         def extra(rows):
             return {}
@@ -272,6 +277,8 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=24,
                         help="steps per timed run (a multiple of both backends' steps per graph, 8 and 4)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--one-stream", action="store_true",
+                        help="also time LiteNet with every launch on one stream: what the second stream gains")
     parser.add_argument("--precisions", nargs="*", default=list(PRECISIONS), choices=PRECISIONS,
                         help="LiteNet's precisions to time (fewer: quicker kernel variants)")
     args = parser.parse_args(argv)
@@ -292,6 +299,8 @@ def main(argv=None) -> None:
             for p in ("fp32", "bf16"):  # what the wide tiles gain, in the same run
                 if litenet.get(p, {}).get("wide") and not args.litenet_only:
                     litenet[p + NO_WIDE] = attempt(bench_litenet, *run, p, args.steps, args.repeats, False)
+            for p in args.precisions if args.one_stream else ():
+                litenet[p + ONE_STREAM] = attempt(bench_litenet, *run, p, args.steps, args.repeats, None, "off")
             timed = [p for p in ("tf32", "bf16") if "ms" in litenet.get(p, {})]
             fastest = min(timed, key=lambda p: litenet[p]["ms"]) if timed else "bf16"
             for precision in [p for p in ("fp32", fastest) if p in litenet]:
@@ -306,6 +315,7 @@ def main(argv=None) -> None:
                 others = [p for p in ("tf32", "bf16") if p != precision and p in litenet] if precision != "fp32" else []
                 no_wide = ("fp32" if precision == "fp32" else "bf16") + NO_WIDE  # TF32 has no wide tiles: BF16's
                 others += [no_wide] if no_wide in litenet else []
+                others += [precision + ONE_STREAM] if precision + ONE_STREAM in litenet else []
                 if others:
                     cell["litenet_other"] = {p: litenet[p] for p in others}
                 cells.append(cell)

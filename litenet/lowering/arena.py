@@ -2,7 +2,10 @@
 
 State tensors (parameters, moments, schedule, statistics) get bytes of their own. A step tensor lives
 from the first to the last call that names it; two step tensors whose lives do not overlap may share
-bytes. Several programs share one arena when they never run at once (a training step and the forward
+bytes. A call on the captured graph's second stream (branches.py) may still be running while the calls
+listed after it run, up to the join at the end of its program, so what it touches lives until then:
+the waits between the streams then follow the data alone, not bytes handed from one tensor to the
+next. Several programs share one arena when they never run at once (a training step and the forward
 pass of evaluation take turns on one stream): their calls are laid end to end on one timeline.
 Placement is first fit, largest tensor first, each tensor at the lowest offset no live neighbour
 holds — the classic greedy for interval colouring, within a few per cent of the peak live bytes here.
@@ -42,10 +45,15 @@ class Arena:
                     raise ValueError(f"tensor {name} differs between the programs sharing an arena")
         first, last, clock = {}, {}, 0
         for program in programs:
-            for call in program.calls():
+            calls = program.calls()
+            end = clock + len(calls) - 1
+            for call in calls:
+                # a call on the second stream may still run when the calls after it in the list do:
+                # what it touches lives until its program ends (the streams join there)
+                until = end if call.stream else clock
                 for name in call.tensors():
                     first.setdefault(name, clock)
-                    last[name] = clock
+                    last[name] = max(last.get(name, clock), until)
                 clock += 1
         offsets, size = {}, 0
         for t in tensors.values():

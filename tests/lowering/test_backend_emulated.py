@@ -217,3 +217,18 @@ def test_a_missing_wait_between_the_streams_changes_bits(emu, monkeypatch):
     monkeypatch.setattr(streams, "waits", lambda lanes, touched: [None] * len(lanes))
     a, _, two, _ = run_pair(model, train, emu(), count=4, steps_per_graph=3, **options)
     assert not np.array_equal(two.state()["params"], one.state()["params"])
+
+
+@pytest.mark.parametrize("case", ["mlp-ops-tiles", "mixer-bf16-cutmix"])
+def test_the_main_stream_waits_for_the_second_only_at_the_join(emu, case):
+    """The arena keeps what a second-stream call touches until the step's end, so no main-stream launch
+    writes bytes a lagging ∂W launch still reads: the ∂W launches may trail the whole backward, and the
+    main stream waits for them once, where ‖g‖² reads the gradient."""
+    from litenet.gpu import streams
+
+    model, train, options = FAST[case]
+    _, _, gpu, _ = run_pair(model, train, emu(), count=1, **options)
+    lanes = [launch.stream for launch in gpu._steps]
+    after = streams.waits(lanes, [streams.accesses(launch) for launch in gpu._steps])
+    main_waits = [gpu._steps[j].kernel for j, i in enumerate(after) if i is not None and lanes[j] == 0]
+    assert main_waits == ["grad_norm_sq"]
