@@ -125,8 +125,7 @@ class CupyDevice:
         stream, joined to the first by the waits streams.py finds and, at the end, by one more."""
         for launch in launches:  # compile and load every module outside the capture
             self.kernel(launch.kernel)
-        lanes = [launch.stream for launch in launches]
-        after = streams.waits(lanes, [streams.accesses(launch) for launch in launches]) if any(lanes) else [None] * len(lanes)
+        _, after = streams.schedule(launches)
         # every event made before the capture starts: one after each launch another waits for, a fork, a join
         events = {i: self._event() for i in after if i is not None}
         fork, join, side_joined = self._event(), self._event(), False

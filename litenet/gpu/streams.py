@@ -71,6 +71,14 @@ def waits(streams: list[int], touched: list[tuple[list[Span], list[Span]]]) -> l
     return out
 
 
+def schedule(launches) -> tuple[list[int], list[int | None]]:
+    """Each launch's stream, and the launch on the other stream it must follow (`waits`; None: none)."""
+    lanes = [launch.stream for launch in launches]
+    if not any(lanes):
+        return lanes, [None] * len(lanes)
+    return lanes, waits(lanes, [accesses(launch) for launch in launches])
+
+
 def run_order(streams: list[int], after: list[int | None], second_late: bool = True) -> list[int]:
     """The launches in an order the two streams may run in: each stream in list order, each launch after
     the one it waits for, and the second stream's next launch taken as late (or as early) as that allows."""

@@ -228,7 +228,6 @@ def test_the_main_stream_waits_for_the_second_only_at_the_join(emu, case):
 
     model, train, options = FAST[case]
     _, _, gpu, _ = run_pair(model, train, emu(), count=1, **options)
-    lanes = [launch.stream for launch in gpu._steps]
-    after = streams.waits(lanes, [streams.accesses(launch) for launch in gpu._steps])
+    lanes, after = streams.schedule(gpu._steps)
     main_waits = [gpu._steps[j].kernel for j, i in enumerate(after) if i is not None and lanes[j] == 0]
     assert main_waits == ["grad_norm_sq"]

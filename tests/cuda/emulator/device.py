@@ -40,10 +40,7 @@ class EmuDevice:
         self.kernel(launch.kernel)((launch.grid,), (256,), launch.args, shared_mem=launch.shared)
 
     def capture(self, launches):
-        lanes = [launch.stream for launch in launches]
-        if not any(lanes):
-            return list(launches)
-        after = streams.waits(lanes, [streams.accesses(launch) for launch in launches])
+        lanes, after = streams.schedule(launches)
         return [launches[j] for j in streams.run_order(lanes, after, self.second_late)]
 
     def replay(self, graph) -> None:
