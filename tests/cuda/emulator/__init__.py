@@ -46,13 +46,14 @@ def build(name: str, defines: tuple[str, ...] = ()) -> Path:
     BUILD.mkdir(parents=True, exist_ok=True)
     stem = name.replace("/", "-")  # reference/linear → reference-linear
     lib = BUILD / f"{stem}-{digest}.so"
-    if not lib.exists():
-        cpp = BUILD / f"{stem}-{digest}.cpp"
+    if not lib.exists():  # files of this process's own until the rename: test workers may build it at once
+        cpp, part = BUILD / f"{stem}-{digest}.{os.getpid()}.cpp", f"{lib}.{os.getpid()}.tmp"
         cpp.write_text(text)
         cmd = ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-w", f"-I{HERE}", f"-I{source.parent}",
-               "-o", str(lib) + ".tmp", str(cpp)]
+               "-o", part, str(cpp)]
         subprocess.run(cmd, check=True)
-        os.replace(str(lib) + ".tmp", lib)
+        os.replace(part, lib)
+        cpp.unlink()
     return lib
 
 
