@@ -5,7 +5,10 @@ from the first to the last call that names it; two step tensors whose lives do n
 bytes. A call on the captured graph's second stream (branches.py) may still be running while the calls
 listed after it run, up to the join at the end of its program, so what it touches lives until then:
 the waits between the streams then follow the data alone, not bytes handed from one tensor to the
-next. Several programs share one arena when they never run at once (a training step and the forward
+next. Not in a program that recomputes activations (which asks for memory before time): holding them
+there would keep every recomputed block's activations to the step's end, all that recompute saves, so
+its bytes pass on as soon as the list allows and the main stream waits for the ∂W launch that last
+read them. Several programs share one arena when they never run at once (a training step and the forward
 pass of evaluation take turns on one stream): their calls are laid end to end on one timeline.
 Placement is first fit, largest tensor first, each tensor at the lowest offset no live neighbour
 holds — the classic greedy for interval colouring, within a few per cent of the peak live bytes here.
@@ -47,10 +50,11 @@ class Arena:
         for program in programs:
             calls = program.calls()
             end = clock + len(calls) - 1
+            hold_second_stream = not any(r.phase == "recompute" for r in program.regions)
             for call in calls:
                 # a call on the second stream may still run when the calls after it in the list do:
                 # what it touches lives until its program ends (the streams join there)
-                until = end if call.stream else clock
+                until = end if call.stream and hold_second_stream else clock
                 for name in call.tensors():
                     first.setdefault(name, clock)
                     last[name] = max(last.get(name, clock), until)
