@@ -2,10 +2,11 @@
 timed in the same run, precision matched on both sides.
 
 Contenders (NAME[:PRECISION], precision fp32 | tf32 | bf16):
-  litenet[:precision[:activations][:one-stream]]  LiteNet's CUDA backend (left out: fp32, keep), e.g.
-                     litenet:bf16:recompute (TrainConfig.activations: the smaller arena, blocks re-run in the
-                     backward); one-stream: every launch on one stream (branches "off": the ∂W launches
-                     not on the graph's second stream)
+  litenet[:precision[:activations][:one-stream][:64-tiles]]  LiteNet's CUDA backend (left out: fp32, keep),
+                     e.g. litenet:bf16:recompute (TrainConfig.activations: the smaller arena, blocks re-run in
+                     the backward); one-stream: every launch on one stream (branches "off": the ∂W launches
+                     not on the graph's second stream); 64-tiles: the channel products in 64 × 64 tiles
+                     (wide "off"; by default they take the wide tiles where geometry.choose_wide does)
   torch-graph        the peer of record (bench/torch_mixer.GraphedTrainer): torch.compile (default mode) of the
                      model and the whole step — augmentation, forward, loss, backward, fused capturable AdamW
                      with the learning rate in a device tensor — in one CUDA graph, replayed with each step's
@@ -65,9 +66,12 @@ KINDS = ("litenet", "torch", "torch-compile", "torch-graph")
 PRECISIONS = ("fp32", "tf32", "bf16")
 
 
+SWITCHES = {"one-stream", "64-tiles"}
+
+
 def settings(name: str) -> dict:
     """"litenet:bf16:recompute" → {"kind": "litenet", "precision": "bf16", "activations": "recompute",
-    "branches": "on"};
+    "branches": "on", "wide": None};
     "torch-graph:fp32" → {"kind": "torch-graph", "precision": "fp32"}. Precision left out: fp32 for
     LiteNet, tf32 for PyTorch (what its eager peer always ran). A name that fits neither: ValueError."""
     kind, *parts = name.split(":")
@@ -76,13 +80,14 @@ def settings(name: str) -> dict:
     precision = parts[0] if parts else ("fp32" if kind == "litenet" else "tf32")
     options = parts[1:]
     if (precision not in PRECISIONS or (kind != "litenet" and options)
-            or not set(options) <= {"keep", "recompute", "one-stream"} or len(set(options) - {"one-stream"}) > 1):
+            or not set(options) <= {"keep", "recompute"} | SWITCHES or len(set(options) - SWITCHES) > 1):
         raise ValueError(f"contender {name!r}: expected {kind}:PRECISION with PRECISION one of {', '.join(PRECISIONS)}"
-                         + (" (then :keep or :recompute, and :one-stream)" if kind == "litenet" else ""))
+                         + (" (then :keep or :recompute, :one-stream, :64-tiles)" if kind == "litenet" else ""))
     if kind == "litenet":
         return {"kind": kind, "precision": precision,
-                "activations": next((o for o in options if o != "one-stream"), "keep"),
-                "branches": "off" if "one-stream" in options else "on"}
+                "activations": next((o for o in options if o not in SWITCHES), "keep"),
+                "branches": "off" if "one-stream" in options else "on",
+                "wide": False if "64-tiles" in options else None}
     return {"kind": kind, "precision": precision}
 
 
@@ -95,7 +100,7 @@ def make_contender(name: str, model, train, params, images, labels):
     if s["kind"] == "litenet":
         from litenet.train.gpu_backend import GpuBackend
         backend = GpuBackend(model, override(train, {"precision": s["precision"], "activations": s["activations"]}),
-                             params, branches=s["branches"])
+                             params, branches=s["branches"], wide=s["wide"])
         backend.load_dataset(images, labels)
         return backend
     if s["kind"] == "torch-graph":

@@ -135,11 +135,11 @@ __device__ void linear_backward_weight_body(const float* x, const float* dy, flo
 template <class P, bool GELU, class E>
 __device__ void linear_forward_wide_body(const E* x, const E* W, const float* bias, float* u, float* a, int B, int n_in,
                                          int n_out, int splits, float* scratch, unsigned int* counters,
-                                         unsigned short* a16 = nullptr) {
+                                         unsigned short* a16 = nullptr, const float* residual = nullptr) {
     gemm_wide<P>(operand_view<true>(x, n_in), operand_view<true>(W, n_out), B, n_out, n_in, splits, scratch, counters,
                  false,
                  [&](const TileAt<8>& tc, float (&acc)[8][4], float) {
-                     forward_epilogue<8, GELU>(tc, acc, bias, u, a, B, n_out, nullptr, a16);
+                     forward_epilogue<8, GELU>(tc, acc, bias, u, a, B, n_out, residual, a16);
                  });
 }
 
@@ -325,6 +325,14 @@ extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
 linear_forward_wide_bf16(const unsigned short* x, const unsigned short* W, const float* bias, float* y, int B, int n_in,
                          int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_forward_wide_body<PrecBf16, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters);
+}
+
+// y = r + x W + b: the Mixer's channel fc2 with the residual's join in the epilogue (lowering/fast/tokens.py).
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_residual_forward_wide_bf16(const unsigned short* x, const unsigned short* W, const float* bias, const float* r,
+                                  float* y, int B, int n_in, int n_out, int splits, float* scratch,
+                                  unsigned int* counters) {
+    linear_forward_wide_body<PrecBf16, false>(x, W, bias, y, 0, B, n_in, n_out, splits, scratch, counters, nullptr, r);
 }
 
 // Also writes GELU's BF16 copy a16, which fc2's wide BF16 products read (plans.py BF16_COPIES "A16").

@@ -35,9 +35,11 @@ def test_a_first_epoch_faster_than_usual_costs_nothing_and_one_epoch_tells_nothi
 def test_a_contender_names_its_precision_and_a_name_that_fits_nothing_is_refused():
     assert settings("torch-graph:fp32") == {"kind": "torch-graph", "precision": "fp32"}
     assert settings("litenet:bf16:recompute") == {"kind": "litenet", "precision": "bf16", "activations": "recompute",
-                                                  "branches": "on"}
-    assert settings("litenet") == {"kind": "litenet", "precision": "fp32", "activations": "keep", "branches": "on"}
+                                                  "branches": "on", "wide": None}
+    assert settings("litenet") == {"kind": "litenet", "precision": "fp32", "activations": "keep", "branches": "on",
+                                   "wide": None}
     assert settings("litenet:bf16:one-stream")["branches"] == "off"
+    assert settings("litenet:bf16:one-stream:64-tiles")["wide"] is False
     assert settings("litenet:bf16:recompute:one-stream")["activations"] == "recompute"
     assert settings("torch-compile")["precision"] == "tf32"  # PyTorch's precision left out: as it always ran
     for bad, says in (("torch-graph:fp16", "PRECISION"), ("torchgraph", "expected one of"),

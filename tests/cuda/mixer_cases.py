@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from harness import _nan, _schedule, _splitk, _tiles, case, precision
+from harness import _nan, _operand, _product_launch, _schedule, _splitk, _tiles, case, precision
 
 from litenet import ops
 from litenet.gpu import sources
@@ -40,12 +40,21 @@ def _by_twin(runner, kernel, grid, **named):
     return got, {k: o.want for k, o in outs.items()}, {k: o.terms for k, o in outs.items()}, named.get("counters")
 
 
-@case("linear_residual_forward", "linear_backward_input_gelu")
+@case("linear_residual_forward", "linear_backward_input_gelu", "linear_residual_forward_wide")
 def _linear_mixer(r, rng, kernel, B, n_in, n_out, splits=1):
-    """The two channel-product kernels the Mixer adds to linear.cu (64-row tiles)."""
+    """The two channel-product kernels the Mixer adds to linear.cu (64-row tiles), and the residual
+    product in wide BF16 tiles (from BF16 copies of x and W)."""
     x, b, res = _operands(rng, (B, n_in), (n_out,), (B, n_out))
     W = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(f32)
     sizes = {"B": i32(B), "n_in": i32(n_in), "n_out": i32(n_out), "splits": i32(splits)}
+    if kernel == "linear_residual_forward_wide_bf16":
+        grid, scratch, counters = _product_launch(r, kernel, B, n_out, splits)
+        y = _nan(r, (B, n_out))
+        r.launch(kernel, grid, Call(kernel, grid, dict(x=_operand(r, kernel, x), W=_operand(r, kernel, W), bias=r.put(b),
+                                                       r=r.put(res), y=y, scratch=scratch, counters=counters,
+                                                       **sizes)).ordered_args())
+        want = ops.linear_forward(x.astype(np.float64), W.astype(np.float64), b.astype(np.float64)) + res
+        return {"y": y}, {"y": want}, {"y": n_in}, counters
     if kernel.startswith("linear_residual_forward"):
         tiles = _tiles(B, n_out)
         scratch, counters = _splitk(r, tiles, splits)
@@ -197,6 +206,9 @@ MIXER_KERNEL_SHAPES = [
     # past 16 splits the partials are summed in two levels (splitk.cuh): 3 groups, the last of 8
     ("token_linear_backward_weight", dict(T=65, T_out=64, N=2000, splits=40)),
     ("linear_residual_forward", dict(B=9, n_in=1300, n_out=70, splits=33)),
+    # wide BF16 tiles: ragged tiles both ways with a K split; whole aligned tiles (the plain-load path)
+    ("linear_residual_forward_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
+    ("linear_residual_forward_wide_bf16", dict(B=256, n_in=256, n_out=128)),
     ("layernorm_forward", dict(B=13, d=64)),
     ("layernorm_forward", dict(B=9, d=7)),
     ("layernorm_backward_join", dict(B=13, d=64)),

@@ -29,6 +29,9 @@ FAST = {  # name → (model, train, GpuBackend options)
                                              augment="crop+flip+cutmix", label_smoothing=0.1), {}),
     "mixer-recompute": (MIXER, TrainConfig(batch_size=8, loss="cross-entropy", optimizer="adamw",
                                            activations="recompute"), {}),
+    "mixer-wide": (MIXER, ADAMW, dict(wide=True)),
+    "mixer-wide-bf16": (MIXER, TrainConfig(batch_size=8, loss="cross-entropy", optimizer="adamw", precision="bf16",
+                                           augment="crop+flip+cutmix", label_smoothing=0.1), dict(wide=True)),
     "mixed": (MIXED, ADAMW, {}),
 }
 
@@ -236,7 +239,9 @@ def test_the_main_stream_waits_for_the_second_only_at_the_join(emu, case):
 def test_recompute_keeps_its_memory_with_the_second_stream():
     """Under activations = recompute the arena does not hold the ∂W launches' bytes to the step's end
     (that would keep every recomputed block's activations, all recompute saves): planned at
-    litenet-mixer's real size, its arena stays under half of keep's."""
+    litenet-mixer's real size, its arena stays under half of keep's in 64 × 64 tiles. The wide tiles'
+    BF16 copies shrink keep's arena more than recompute's (856 and 436 MiB at batch 256, against 983
+    and 415), hence the looser bound there."""
     import dataclasses
 
     from litenet.lowering import lower_training
@@ -246,9 +251,10 @@ def test_recompute_keeps_its_memory_with_the_second_stream():
     p = load_preset("litenet-mixer")
     train = dataclasses.replace(p.train, precision="bf16")
 
-    def arena_bytes(activations):
+    def arena_bytes(activations, wide):
         program = lower_training(p.model, dataclasses.replace(train, activations=activations), train.batch_size, 16,
-                                 precision="bf16", sm_count=132)
+                                 precision="bf16", sm_count=132, wide=wide)
         return Arena.plan(program).size
 
-    assert arena_bytes("recompute") < 0.5 * arena_bytes("keep")
+    assert arena_bytes("recompute", False) < 0.5 * arena_bytes("keep", False)
+    assert arena_bytes("recompute", None) < 0.55 * arena_bytes("keep", None)

@@ -65,7 +65,9 @@ def test_graph_replay_recompute_and_memory(device):
                               graph=False)
     assert np.array_equal(a["loss"], b["loss"])  # replayed graphs = eager launches; recompute = keep
     assert np.array_equal(keep.state()["params"], again.state()["params"])
-    assert again.memory_report()["arena_bytes"] < 0.5 * keep.memory_report()["arena_bytes"]
+    # the wide tiles' BF16 copies shrink keep's arena more than recompute's (test_backend_emulated's
+    # test_recompute_keeps_its_memory_with_the_second_stream)
+    assert again.memory_report()["arena_bytes"] < 0.55 * keep.memory_report()["arena_bytes"]
 
 
 def test_the_forward_run_of_a_layer_list_on_the_gpu(device):

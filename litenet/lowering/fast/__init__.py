@@ -53,6 +53,11 @@ class Net:
         self.tiles = tiles or (SplitTiles(precision, sm_count, TRAIN_BLOCKS_PER_SM) if self.tokens
                                else GeometryTiles(precision, sm_count))
         self.scratch, self.counters = 1, 1
+        # wide tiles for a patch network's channel products (tokens.tiling): None as geometry.choose_wide
+        # chooses, True wherever a wide version exists, False never; set for training steps only
+        self.wide: bool | None = False
+        self.copied: set[str] = set()  # BF16 copies a launch so far writes (tokens.bf16)
+        self.params16 = False  # whether a product reads the parameters' BF16 copy (the update keeps it)
 
     def op(self, region: Region) -> Op | None:
         """The op a one-op region covers."""
@@ -112,6 +117,8 @@ def rewrite_training(program: Program, model, train, batch: int, precision: str 
         raise ValueError(f"branches must be one of {', '.join(BRANCHES)}; got {branch!r}")
     net = Net(program, model, batch, "", precision, sm_count, train,
               _tiles(model, precision, sm_count, options, TRAIN_BLOCKS_PER_SM))
+    if net.tokens:
+        net.wide = options.get("wide")
     fused = vectors.fused_step(net, options.get("plan", "auto"), options.get("embed", "auto"))
     regions = fused if fused is not None else apply(net, step.RULES + (tokens.RULES if net.tokens else vectors.RULES)
                                                    + vectors.embed_rules(options.get("embed", "auto")))

@@ -99,7 +99,9 @@ def copy_of(net, ref: Ref) -> Ref:
 
 def params_copy(net) -> Ref | None:
     """The parameters' BF16 copy where a product reads it (the update keeps it), else None."""
-    mlp = mlp_shape(net) if not net.tokens else None
+    if net.tokens:
+        return copy_of(net, net.prog.ref("params")) if net.params16 else None
+    mlp = mlp_shape(net)
     return copy_of(net, net.prog.ref("params")) if mlp and "P16" in mlp.copies else None
 
 

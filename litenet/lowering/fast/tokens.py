@@ -4,6 +4,10 @@
   patches           images + patches: the batch gathered from the uint8 training set, cropped,
                     flipped, cut out and CutMixed as it is read (patches.cu) — every augmentation.
   product + gelu    u = x W + b (over the channels or the patches) with a = GELU(u) in the epilogue.
+  wide products     in a training step, products over the channels take the wide tiles of litenet-base's
+                    products where geometry.choose_wide does (fp32 256 × 128; BF16 128 × 128 from BF16
+                    copies of the operands, each made by the launch that writes the operand where that
+                    kernel can, else by a bf16_copy launch): `tiling`, `bf16`.
   product + residual  y = r + x W + b: the residual's join in the product's epilogue (the product's
                     output its only reader).
   linear            y = x W + b (a product over the patches alone has no fast kernel: reference).
@@ -31,6 +35,9 @@ import numpy as np
 from litenet.gpu.splitk import TILE, TILE_COUNTERS
 from litenet.lowering.fast.common import COUNTERS, ROW_WARPS, SCRATCH, dins_of, dy_of, gelu_backward, join, layernorm
 from litenet.lowering.fast.common import one_op, replaced, rows_of
+from litenet.lowering.fast.geometry import WIDE_ROWS, choose_wide
+from litenet.lowering.fast.mlp_shape import bf16_copy, copy_of
+from litenet.lowering.fast.products import VERSIONS, GeometryTiles, Tiling
 from litenet.lowering.program import Call, Ref
 
 i32, f32 = np.int32, np.float32
@@ -39,6 +46,40 @@ CUTOUT_FILL = 121  # the grey a cutout square is filled with (litenet.train.augm
 
 def _cols(ref: Ref) -> int:
     return ref.size // ref.shape[0]
+
+
+# -- the tiles of a product, and the BF16 copies wide BF16 tiles read -------------------------------------
+
+
+def tiling(net, product: str, M: int, N: int, K: int, weight_grad: bool = False) -> Tiling:
+    """The split 64 × 64 tiles, or for a product over the channels the wide tiles where `net.wide` takes
+    them and the product has a wide version. None: in BF16 where geometry.choose_wide chooses them (fp32's
+    256 × 128 tiles made the Mixer's fp32 step slower: docs/decisions.md, "Wide tiles"); True: always."""
+    if product.startswith("linear") and net.wide is not False and net.precision in WIDE_ROWS:
+        if net.wide or (net.precision == "bf16" and choose_wide(M, N, K, net.precision)):
+            t = GeometryTiles(net.precision, net.sm_count, tall=False, wide=True).product(M, N, K, weight_grad)
+            if t.version in VERSIONS[product]:
+                return t
+    return net.tiles.product(M, N, K, weight_grad)
+
+
+def bf16(net, ref: Ref, calls: list[Call]) -> Ref:
+    """The BF16 copy of `ref` a wide BF16 product reads: the parameters' (which the update and every upload
+    remake), or a tensor's, written by a bf16_copy launch appended to `calls` unless a launch before wrote it."""
+    copy = copy_of(net, ref)
+    if ref.tensor == "params":
+        net.params16 = True
+    elif copy.tensor not in net.copied:
+        calls.append(bf16_copy(net, ref, copy))
+        net.copied.add(copy.tensor)
+    return copy
+
+
+def written_copy(net, ref: Ref) -> Ref:
+    """The BF16 copy of `ref` that the launch being made writes beside it."""
+    copy = copy_of(net, ref)
+    net.copied.add(copy.tensor)
+    return copy
 
 
 # -- forward ----------------------------------------------------------------------------------------------
@@ -98,9 +139,11 @@ def product_gelu(net, regions, i):
     x, W = w.act(lin.inputs[0]), w.param(lin, "weight")
     shape, mnk = _product_args(net, lin, x, W)
     kernel = "linear_gelu_forward" if lin.kind == "linear" else "token_linear_gelu_forward"
-    call = net.product(kernel, net.tiles.product(*mnk), x=x, W=W, bias=w.param(lin, "bias"), u=w.act(lin.name),
-                       a=w.act(gelu.name), **shape)
-    return 2, [replaced("product + GELU epilogue", regions[i:i + 2], [call])]
+    t, calls, a = tiling(net, kernel, *mnk), [], w.act(gelu.name)
+    operands = dict(x=bf16(net, x, calls), W=bf16(net, W, calls), a16=written_copy(net, a)) if t.reads_bf16 else \
+        dict(x=x, W=W)
+    calls.append(net.product(kernel, t, bias=w.param(lin, "bias"), u=w.act(lin.name), a=a, **operands, **shape))
+    return 2, [replaced("product + GELU epilogue", regions[i:i + 2], calls)]
 
 
 def product_residual(net, regions, i):
@@ -112,9 +155,11 @@ def product_residual(net, regions, i):
     x, W = w.act(lin.inputs[0]), w.param(lin, "weight")
     shape, mnk = _product_args(net, lin, x, W)
     kernel = "linear_residual_forward" if lin.kind == "linear" else "token_linear_residual_forward"
-    call = net.product(kernel, net.tiles.product(*mnk), x=x, W=W, bias=w.param(lin, "bias"), r=w.act(res.inputs[0]),
-                       y=w.act(res.name), **shape)
-    return 2, [replaced("product + residual epilogue", regions[i:i + 2], [call])]
+    t, calls = tiling(net, kernel, *mnk), []
+    operands = dict(x=bf16(net, x, calls), W=bf16(net, W, calls)) if t.reads_bf16 else dict(x=x, W=W)
+    calls.append(net.product(kernel, t, bias=w.param(lin, "bias"), r=w.act(res.inputs[0]), y=w.act(res.name),
+                             **operands, **shape))
+    return 2, [replaced("product + residual epilogue", regions[i:i + 2], calls)]
 
 
 def linear(net, regions, i):
@@ -124,9 +169,10 @@ def linear(net, regions, i):
     w = net.w
     x, W = w.act(op.inputs[0]), w.param(op, "weight")
     shape, mnk = _product_args(net, op, x, W)
-    call = net.product("linear_forward", net.tiles.product(*mnk), x=x, W=W, bias=w.param(op, "bias"), y=w.act(op.name),
-                       **shape)
-    return 1, [replaced("linear (tile product)", regions[i:i + 1], [call])]
+    t, calls = tiling(net, "linear_forward", *mnk), []
+    operands = dict(x=bf16(net, x, calls), W=bf16(net, W, calls)) if t.reads_bf16 else dict(x=x, W=W)
+    calls.append(net.product("linear_forward", t, bias=w.param(op, "bias"), y=w.act(op.name), **operands, **shape))
+    return 1, [replaced("linear (tile product)", regions[i:i + 1], calls)]
 
 
 def mean_tokens(net, regions, i):
@@ -151,23 +197,28 @@ def product_backward(net, regions, i):
     shape, (M, N, K) = _product_args(net, op, x, W)
     token = op.kind == "token_linear"
     # ∂W: (n_in × n_out) over the rows, or (T × T_out) over the columns
-    weight_mnk = (W.shape[0], W.shape[1], N if token else M)
-    weight = net.product("token_linear_backward_weight" if token else "linear_backward_weight",
-                         net.tiles.product(*weight_mnk), x=x, dy=dy, dW=w.grad(op, "weight"), db=w.grad(op, "bias"),
+    weight_kernel = "token_linear_backward_weight" if token else "linear_backward_weight"
+    weight_tiles, copies = tiling(net, weight_kernel, W.shape[0], W.shape[1], N if token else M, True), []
+    operands = dict(x=bf16(net, x, copies), dy=bf16(net, dy, copies)) if weight_tiles.reads_bf16 else dict(x=x, dy=dy)
+    weight = net.product(weight_kernel, weight_tiles, dW=w.grad(op, "weight"), db=w.grad(op, "bias"), **operands,
                          **shape)
     dx = dins_of(regions[i])
     if dx is None:
-        return 1, [replaced("∂W, ∂b (tile product)", regions[i:i + 1], [weight])]
+        return 1, [replaced("∂W, ∂b (tile product)", regions[i:i + 1], copies + [weight])]
     input_mnk = (W.shape[0], N, W.shape[1]) if token else (M, W.shape[0], W.shape[1])
-    tiling = net.tiles.product(*input_mnk)
     gelu = one_op(net, regions, i + 1, "backward")
     if gelu is not None and gelu.kind == "gelu" and gelu.name == op.inputs[0]:
         kernel = "token_linear_backward_input_gelu" if token else "linear_backward_input_gelu"
-        first = net.product(kernel, tiling, dy=dy, W=W, u=w.act(gelu.inputs[0]), du=dins_of(regions[i + 1]), **shape)
-        return 2, [replaced("∂x with GELU' in the epilogue; ∂W, ∂b", regions[i:i + 2], [first, weight])]
+        t, du = tiling(net, kernel, *input_mnk), dins_of(regions[i + 1])
+        operands = dict(dy=bf16(net, dy, copies), W=bf16(net, W, copies), du16=written_copy(net, du)) \
+            if t.reads_bf16 else dict(dy=dy, W=W)
+        first = net.product(kernel, t, u=w.act(gelu.inputs[0]), du=du, **operands, **shape)
+        return 2, [replaced("∂x with GELU' in the epilogue; ∂W, ∂b", regions[i:i + 2], copies + [first, weight])]
     kernel = "token_linear_backward_input" if token else "linear_backward_input"
+    t = tiling(net, kernel, *input_mnk)
+    operands = dict(dy=bf16(net, dy, copies), W=bf16(net, W, copies)) if t.reads_bf16 else dict(dy=dy, W=W)
     return 1, [replaced("∂W, ∂b and ∂x (tile products)", regions[i:i + 1],
-                        [weight, net.product(kernel, tiling, dy=dy, W=W, dx=dx, **shape)])]
+                        copies + [weight, net.product(kernel, t, dx=dx, **operands, **shape)])]
 
 
 def mean_tokens_backward(net, regions, i):
