@@ -64,11 +64,14 @@ def test_fast_training_tracks_the_numpy_backend(emu, case):
     assert_losses_match(a, b, rtol=2e-4)
 
 
-def test_recompute_changes_no_bit(emu):
-    """activations = recompute re-runs each block's forward launches on the same inputs: the same bits."""
+@pytest.mark.parametrize("precision, options", [("fp32", {}), ("bf16", dict(wide=True))])
+def test_recompute_changes_no_bit(emu, precision, options):
+    """activations = recompute re-runs each block's forward launches on the same inputs: the same bits
+    (in BF16 with wide channel products, the LayerNorms' BF16 copies re-made too)."""
     model, train, _ = FAST["mixer-recompute"]
-    a, _, kept, _ = run_pair(model, TrainConfig(**{**train.__dict__, "activations": "keep"}), emu(), count=4)
-    b, _, again, _ = run_pair(model, train, emu(), count=4)
+    train = TrainConfig(**{**train.__dict__, "precision": precision})
+    a, _, kept, _ = run_pair(model, TrainConfig(**{**train.__dict__, "activations": "keep"}), emu(), count=4, **options)
+    b, _, again, _ = run_pair(model, train, emu(), count=4, **options)
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert np.array_equal(kept.state()["params"], again.state()["params"])
     assert any(r.phase == "recompute" for r in again.program.regions)
