@@ -199,6 +199,8 @@ def test_user_mistakes_are_one_line_errors(emu):
         GpuBackend(SEED_LIKE, TrainConfig(precision="bf16"), init_params(SEED_LIKE, 0), device=emu(), kernels="reference")
     with pytest.raises(UsageError, match="activations keep"):
         GpuBackend(SEED_LIKE, TrainConfig(activations="recompute"), init_params(SEED_LIKE, 0), device=emu())
+    with pytest.raises(UsageError, match="tall tiles are for networks of vectors"):
+        GpuBackend(MIXER, ADAMW, init_params(MIXER, 0), device=emu(), tall=True)
 
 
 @pytest.mark.parametrize("second_stream", ["late", "early"])

@@ -24,6 +24,7 @@ import dataclasses
 
 import numpy as np
 
+from litenet.errors import UsageError
 from litenet.graph import Op, consumers, ops_of
 from litenet.lowering.branches import BRANCHES, side_branch
 from litenet.lowering.fast import step, tokens, vectors
@@ -149,5 +150,8 @@ def rewrite_forward(program: Program, model, batch: int, prefix: str, precision:
 
 def _tiles(model, precision: str, sm_count: int, options: dict, blocks_per_sm: int):
     if any(op.tokens for op in ops_of(model)):
+        if options.get("tall"):
+            raise UsageError("tall tiles are for networks of vectors; a network with patch tensors takes 64 × 64 "
+                             "tiles and, for its channel products, wide ones (wide=False keeps 64 × 64)")
         return SplitTiles(precision, sm_count, blocks_per_sm)
     return GeometryTiles(precision, sm_count, options.get("tall"), options.get("wide"))
