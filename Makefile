@@ -51,7 +51,7 @@ extras = $(foreach e,$(1),$(VENV)/.extra-$(e))
 install: $(call extras,dev)  ## create .venv and install LiteNet with everything the tests need
 
 .PHONY: test
-test: $(call extras,dev)  ## (~14 min on 2 CPU cores) run the CPU test suite, a worker per core (GPU tests skip without a GPU)
+test: $(call extras,dev)  ## (~15 min on 2 CPU cores) run the CPU test suite, a worker per core (GPU tests skip without a GPU)
 	$(PY) -m pytest -q -n auto
 
 .PHONY: data
