@@ -4,10 +4,10 @@
   patches           images + patches: the batch gathered from the uint8 training set, cropped,
                     flipped, cut out and CutMixed as it is read (patches.cu) — every augmentation.
   product + gelu    u = x W + b (over the channels or the patches) with a = GELU(u) in the epilogue.
-  wide products     in a training step, products over the channels take the wide tiles of litenet-base's
-                    products where geometry.choose_wide does (fp32 256 × 128; BF16 128 × 128 from BF16
-                    copies of the operands, each made by the launch that writes the operand where that
-                    kernel can, else by a bf16_copy launch): `tiling`, `bf16`.
+  wide products     in a BF16 training step, products over the channels take the wide 128 × 128 tiles of
+                    litenet-base's products where geometry.choose_wide does, reading BF16 copies of their
+                    operands, each written by the launch that writes the operand where that kernel can,
+                    else by a bf16_copy launch (`tiling`, `read`).
   product + residual  y = r + x W + b: the residual's join in the product's epilogue (the product's
                     output its only reader).
   linear            y = x W + b (a product over the patches alone has no fast kernel: reference).
@@ -75,6 +75,11 @@ def bf16(net, ref: Ref, calls: list[Call]) -> Ref:
     return copy
 
 
+def read(net, t: Tiling, calls: list[Call], **operands: Ref) -> dict[str, Ref]:
+    """The operands as a product in tiling `t` reads them: their BF16 copies (`bf16`) for a wide BF16 tile."""
+    return {name: bf16(net, ref, calls) for name, ref in operands.items()} if t.reads_bf16 else operands
+
+
 def written_copy(net, ref: Ref) -> Ref:
     """The BF16 copy of `ref` that the launch being made writes beside it."""
     copy = copy_of(net, ref)
@@ -140,8 +145,7 @@ def product_gelu(net, regions, i):
     shape, mnk = _product_args(net, lin, x, W)
     kernel = "linear_gelu_forward" if lin.kind == "linear" else "token_linear_gelu_forward"
     t, calls, a = tiling(net, kernel, *mnk), [], w.act(gelu.name)
-    operands = dict(x=bf16(net, x, calls), W=bf16(net, W, calls), a16=written_copy(net, a)) if t.reads_bf16 else \
-        dict(x=x, W=W)
+    operands = read(net, t, calls, x=x, W=W) | ({"a16": written_copy(net, a)} if t.reads_bf16 else {})
     calls.append(net.product(kernel, t, bias=w.param(lin, "bias"), u=w.act(lin.name), a=a, **operands, **shape))
     return 2, [replaced("product + GELU epilogue", regions[i:i + 2], calls)]
 
@@ -156,9 +160,8 @@ def product_residual(net, regions, i):
     shape, mnk = _product_args(net, lin, x, W)
     kernel = "linear_residual_forward" if lin.kind == "linear" else "token_linear_residual_forward"
     t, calls = tiling(net, kernel, *mnk), []
-    operands = dict(x=bf16(net, x, calls), W=bf16(net, W, calls)) if t.reads_bf16 else dict(x=x, W=W)
     calls.append(net.product(kernel, t, bias=w.param(lin, "bias"), r=w.act(res.inputs[0]), y=w.act(res.name),
-                             **operands, **shape))
+                             **read(net, t, calls, x=x, W=W), **shape))
     return 2, [replaced("product + residual epilogue", regions[i:i + 2], calls)]
 
 
@@ -170,8 +173,8 @@ def linear(net, regions, i):
     x, W = w.act(op.inputs[0]), w.param(op, "weight")
     shape, mnk = _product_args(net, op, x, W)
     t, calls = tiling(net, "linear_forward", *mnk), []
-    operands = dict(x=bf16(net, x, calls), W=bf16(net, W, calls)) if t.reads_bf16 else dict(x=x, W=W)
-    calls.append(net.product("linear_forward", t, bias=w.param(op, "bias"), y=w.act(op.name), **operands, **shape))
+    calls.append(net.product("linear_forward", t, bias=w.param(op, "bias"), y=w.act(op.name),
+                             **read(net, t, calls, x=x, W=W), **shape))
     return 1, [replaced("linear (tile product)", regions[i:i + 1], calls)]
 
 
@@ -199,9 +202,8 @@ def product_backward(net, regions, i):
     # ∂W: (n_in × n_out) over the rows, or (T × T_out) over the columns
     weight_kernel = "token_linear_backward_weight" if token else "linear_backward_weight"
     weight_tiles, copies = tiling(net, weight_kernel, W.shape[0], W.shape[1], N if token else M, True), []
-    operands = dict(x=bf16(net, x, copies), dy=bf16(net, dy, copies)) if weight_tiles.reads_bf16 else dict(x=x, dy=dy)
-    weight = net.product(weight_kernel, weight_tiles, dW=w.grad(op, "weight"), db=w.grad(op, "bias"), **operands,
-                         **shape)
+    weight = net.product(weight_kernel, weight_tiles, dW=w.grad(op, "weight"), db=w.grad(op, "bias"),
+                         **read(net, weight_tiles, copies, x=x, dy=dy), **shape)
     dx = dins_of(regions[i])
     if dx is None:
         return 1, [replaced("∂W, ∂b (tile product)", regions[i:i + 1], copies + [weight])]
@@ -210,15 +212,13 @@ def product_backward(net, regions, i):
     if gelu is not None and gelu.kind == "gelu" and gelu.name == op.inputs[0]:
         kernel = "token_linear_backward_input_gelu" if token else "linear_backward_input_gelu"
         t, du = tiling(net, kernel, *input_mnk), dins_of(regions[i + 1])
-        operands = dict(dy=bf16(net, dy, copies), W=bf16(net, W, copies), du16=written_copy(net, du)) \
-            if t.reads_bf16 else dict(dy=dy, W=W)
+        operands = read(net, t, copies, dy=dy, W=W) | ({"du16": written_copy(net, du)} if t.reads_bf16 else {})
         first = net.product(kernel, t, u=w.act(gelu.inputs[0]), du=du, **operands, **shape)
         return 2, [replaced("∂x with GELU' in the epilogue; ∂W, ∂b", regions[i:i + 2], copies + [first, weight])]
     kernel = "token_linear_backward_input" if token else "linear_backward_input"
     t = tiling(net, kernel, *input_mnk)
-    operands = dict(dy=bf16(net, dy, copies), W=bf16(net, W, copies)) if t.reads_bf16 else dict(dy=dy, W=W)
-    return 1, [replaced("∂W, ∂b and ∂x (tile products)", regions[i:i + 1],
-                        copies + [weight, net.product(kernel, t, dx=dx, **operands, **shape)])]
+    product = net.product(kernel, t, dx=dx, **read(net, t, copies, dy=dy, W=W), **shape)
+    return 1, [replaced("∂W, ∂b and ∂x (tile products)", regions[i:i + 1], copies + [weight, product])]
 
 
 def mean_tokens_backward(net, regions, i):
