@@ -20,9 +20,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from litenet.gpu.launch import Launch  # noqa: E402
 from litenet.lowering.fast.products import VERSIONS, GeometryTiles, SplitTiles  # noqa: E402
+from linear_ladder import timed  # noqa: E402
 
 i32 = np.int32
 WIDTH, HIDDEN, PATCHES = 128, 512, 64
@@ -48,14 +50,14 @@ def products(rows: int):
             ("fc1 ∂W, ∂b", "linear_backward_weight", (WIDTH, HIDDEN, rows), True, WIDTH, HIDDEN)]
 
 
-def expected(product: str, ops: dict) -> tuple[str, np.ndarray]:
-    """The output each product writes (its name and NumPy float64 value) from the operands it reads."""
+def expected(product: str, ops: dict) -> np.ndarray:
+    """NumPy's float64 value of the output each product writes (u, y, ∂x or ∂W; bias and residual zero)."""
     x, W, dy = ops["x"], ops["W"], ops["dy"]
     if product in ("linear_gelu_forward", "linear_residual_forward"):
-        return ("u" if product == "linear_gelu_forward" else "y"), x @ W
+        return x @ W
     if product.startswith("linear_backward_input"):
-        return "dx", dy @ W.T
-    return "dW", x.T @ dy
+        return dy @ W.T
+    return x.T @ dy
 
 
 def main() -> None:
@@ -73,19 +75,6 @@ def main() -> None:
     dev, rng = CupyDevice(), np.random.default_rng(0)
     report = {"device": f"{dev.name} ({dev.capability}, {dev.sm_count} SMs)", "rows": []}
     split, wide = SplitTiles("bf16", dev.sm_count, 3), GeometryTiles("bf16", dev.sm_count, wide=True)
-
-    def timed(launch: Launch) -> float:
-        graph = dev.capture([launch] * args.count)
-        dev.replay(graph)
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        times = []
-        for _ in range(args.repeats):
-            start.record(dev.stream)
-            dev.replay(graph)
-            end.record(dev.stream)
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end) / args.count)
-        return statistics.median(times)
 
     def torch_ms(a, b) -> float:
         ta, tb = (torch.tensor(m, dtype=torch.bfloat16, device="cuda") for m in (a, b))
@@ -112,7 +101,7 @@ def main() -> None:
             x16, W16, dy16 = (bf16_bits(rng.standard_normal(s).astype(np.float32))
                               for s in ((rows, n_in), (n_in, n_out), (rows, n_out)))
             ops = {"x": bf16_value(x16), "W": bf16_value(W16), "dy": bf16_value(dy16)}
-            out_name, want = expected(product, ops)
+            want = expected(product, ops)
             u = rng.standard_normal((rows, n_in)).astype(np.float32)  # GELU's input for the ∂input + GELU′
             if product == "linear_backward_input_gelu":
                 want = None  # its output is ∂x·GELU′(u): held to the plain ∂x of "fc1 ∂input"'s check
@@ -124,20 +113,20 @@ def main() -> None:
                 if family.startswith("wide") and not t.reads_bf16:
                     continue
                 src = d16 if t.reads_bf16 else d
-                kernel_name, kernel = product, VERSIONS[product][t.version]
+                kernel = VERSIONS[product][t.version]
                 scratch = cupy.zeros(max(t.scratch, 1), np.float32)
                 counters = cupy.zeros(max(t.counters, 1), np.uint32)
                 tail = (i32(rows), i32(n_in), i32(n_out), i32(t.splits), scratch, counters)
                 out = cupy.zeros(want.shape if want is not None else (rows, n_in), np.float32)
-                if kernel_name == "linear_gelu_forward":
+                if product == "linear_gelu_forward":
                     a = cupy.zeros_like(out)
                     mid = (src["x"], src["W"], bias, out, a) + ((cupy.zeros(out.shape, np.uint16),) if t.reads_bf16 else ())
-                elif kernel_name == "linear_residual_forward":
+                elif product == "linear_residual_forward":
                     mid = (src["x"], src["W"], bias, cupy.zeros_like(out), out)
-                elif kernel_name == "linear_backward_input_gelu":
+                elif product == "linear_backward_input_gelu":
                     mid = (src["dy"], src["W"], cupy.asarray(u), out) + (
                         (cupy.zeros(out.shape, np.uint16),) if t.reads_bf16 else ())
-                elif kernel_name == "linear_backward_input":
+                elif product == "linear_backward_input":
                     mid = (src["dy"], src["W"], out)
                 else:
                     mid = (src["x"], src["dy"], out, cupy.zeros(n_out, np.float32))
@@ -146,7 +135,7 @@ def main() -> None:
                 dev.launch(launch)
                 got = dev.download(out)
                 err = None if want is None else float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-                ms = timed(launch)
+                ms = timed(cupy, dev, launch, args.count, args.repeats)
                 report["rows"].append({"batch": batch, "product": name, "kernel": kernel, "grid": t.grid,
                                        "splits": t.splits, "ms": ms, "tflops": 2.0 * M * N * K / ms / 1e9,
                                        "max_rel_error": err})
