@@ -20,9 +20,10 @@
 // 16-byte accesses where n is a multiple of 4 and the bases aligned). Limits: none beyond int
 // indexing; y may alias x, and dx skip.
 //
-// `…_with_copy` versions of residual_layernorm_forward, residual_layernorm_backward and residual_join
-// also write their output's BF16 copy (y16, ds16, dx16: bf16_copy.cuh) for the wide BF16 products that
-// read it next (plans.py BF16_COPIES), each thread or warp re-reading what it just wrote.
+// `…_with_copy` versions of residual_layernorm_forward, residual_layernorm_backward and residual_join (the
+// MLP), layernorm_forward and layernorm_backward_join (the Mixer) also write their output's BF16 copy (y16,
+// ds16, dx16: bf16_copy.cuh) for the wide BF16 products that read it next (lowering/fast/mlp_shape.py
+// COPIES, lowering/fast/tokens.py fuse_copies), each thread or warp re-reading what it just wrote.
 #include "bf16_copy.cuh"
 #include "common.cuh"
 #include "splitk.cuh"
@@ -56,13 +57,28 @@ extern "C" __global__ void residual_layernorm_forward_with_copy(const float* x, 
 
 // The Mixer's LayerNorm in front of each MLP, with no residual in it (litenet.ops.layernorm_forward);
 // its backward is residual_layernorm_backward's (the same ∂s, ∂γ, ∂β).
-extern "C" __global__ void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
-                                             float* nrm, float* rstd, int B, int d, float eps) {
-    const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
+__device__ void layernorm_forward_rows(const float* x, const float* gamma, const float* beta, float* y,
+                                       unsigned short* y16, float* nrm, float* rstd, int B, int d, float eps) {
+    const int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= B) return;
     const size_t o = (size_t)row * d;
     const float r = layernorm_row_forward<false>(x + o, nullptr, gamma, beta, eps, d, nrm + o, y + o);
-    if ((threadIdx.x & 31) == 0) rstd[row] = r;
+    if (lane == 0) rstd[row] = r;
+    if (y16 != nullptr) {
+        __syncwarp();  // the row's y, written by the warp's lanes, seen by all of them
+        copy_bf16(y + o, y16 + o, d, lane, 32);
+    }
+}
+
+extern "C" __global__ void layernorm_forward(const float* x, const float* gamma, const float* beta, float* y,
+                                             float* nrm, float* rstd, int B, int d, float eps) {
+    layernorm_forward_rows(x, gamma, beta, y, nullptr, nrm, rstd, B, d, eps);
+}
+
+extern "C" __global__ void layernorm_forward_with_copy(const float* x, const float* gamma, const float* beta, float* y,
+                                                       unsigned short* y16, float* nrm, float* rstd, int B, int d,
+                                                       float eps) {
+    layernorm_forward_rows(x, gamma, beta, y, y16, nrm, rstd, B, d, eps);
 }
 
 // ∂γ (columns < d) and ∂β (columns ≥ d) as one column sum over the batch.
@@ -137,11 +153,34 @@ __device__ __forceinline__ void add_join_sums(const float (&sums)[3], const int*
 // The Mixer's LayerNorm backward with the residual join after it: no ∂s buffer, no second pass.
 template <int V>
 __device__ void join_rows(const float* dy, const float* nrm, const float* rstd, const float* gamma, const float* skip,
-                          float* dx, int B, int d, int row_blocks, float (&sums)[3]) {
+                          float* dx, unsigned short* dx16, int B, int d, int row_blocks, float (&sums)[3]) {
     for (int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5); row < B; row += row_blocks * (LN_THREADS / 32)) {
         const size_t o = (size_t)row * d;
         layernorm_row_backward_join<V>(dy + o, nrm + o, rstd[row], gamma, d, skip + o, dx + o, sums);
+        if (dx16 != nullptr) {
+            __syncwarp();
+            copy_bf16(dx + o, dx16 + o, d, threadIdx.x & 31, 32);
+        }
     }
+}
+
+__device__ void layernorm_backward_join_blocks(const float* dy, const float* nrm, const float* rstd,
+                                               const float* gamma, const float* skip, float* dx, unsigned short* dx16,
+                                               float* dgamma, float* dbeta, int B, int d, int row_blocks, int splits,
+                                               float* scratch, unsigned int* counters, const int* ctr, float* stats,
+                                               int stat_width, int slot) {
+    if ((int)blockIdx.x < row_blocks) {
+        __shared__ float red[3 * 32];
+        float sums[3] = {0.f, 0.f, 0.f};
+        if (row_vec4(d, dy, nrm, gamma, skip, dx))
+            join_rows<4>(dy, nrm, rstd, gamma, skip, dx, dx16, B, d, row_blocks, sums);
+        else
+            join_rows<1>(dy, nrm, rstd, gamma, skip, dx, dx16, B, d, row_blocks, sums);
+        block_sums<3>(sums, red);
+        add_join_sums(sums, ctr, stats, stat_width, slot);
+        return;
+    }
+    layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
 }
 
 extern "C" __global__ void layernorm_backward_join(const float* dy, const float* nrm, const float* rstd,
@@ -149,16 +188,18 @@ extern "C" __global__ void layernorm_backward_join(const float* dy, const float*
                                                    float* dbeta, int B, int d, int row_blocks, int splits,
                                                    float* scratch, unsigned int* counters, const int* ctr,
                                                    float* stats, int stat_width, int slot) {
-    if ((int)blockIdx.x < row_blocks) {
-        __shared__ float red[3 * 32];
-        float sums[3] = {0.f, 0.f, 0.f};
-        if (row_vec4(d, dy, nrm, gamma, skip, dx)) join_rows<4>(dy, nrm, rstd, gamma, skip, dx, B, d, row_blocks, sums);
-        else join_rows<1>(dy, nrm, rstd, gamma, skip, dx, B, d, row_blocks, sums);
-        block_sums<3>(sums, red);
-        add_join_sums(sums, ctr, stats, stat_width, slot);
-        return;
-    }
-    layernorm_param_grads(dy, nrm, dgamma, dbeta, B, d, blockIdx.x - row_blocks, splits, scratch, counters);
+    layernorm_backward_join_blocks(dy, nrm, rstd, gamma, skip, dx, nullptr, dgamma, dbeta, B, d, row_blocks, splits,
+                                   scratch, counters, ctr, stats, stat_width, slot);
+}
+
+extern "C" __global__ void layernorm_backward_join_with_copy(const float* dy, const float* nrm, const float* rstd,
+                                                             const float* gamma, const float* skip, float* dx,
+                                                             unsigned short* dx16, float* dgamma, float* dbeta, int B,
+                                                             int d, int row_blocks, int splits, float* scratch,
+                                                             unsigned int* counters, const int* ctr, float* stats,
+                                                             int stat_width, int slot) {
+    layernorm_backward_join_blocks(dy, nrm, rstd, gamma, skip, dx, dx16, dgamma, dbeta, B, d, row_blocks, splits,
+                                   scratch, counters, ctr, stats, stat_width, slot);
 }
 
 // residual_join's loop over V elements at a time (rowops.cuh's join_v), grid-stride; with dx16, each

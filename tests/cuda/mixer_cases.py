@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from harness import _nan, _operand, _product_launch, _schedule, _splitk, _tiles, case, precision
+from harness import _copy16, _nan, _operand, _product_launch, _rounded, _schedule, _splitk, _tiles, case, precision
 
 from litenet import ops
 from litenet.gpu import sources
@@ -28,7 +28,7 @@ def _operands(rng, *shapes, scale=None):
 def _by_twin(runner, kernel, grid, **named):
     """Launch `kernel` with its arguments by name, and its twin's outputs from the inputs it reads as
     they were before the launch: the (got, want, terms, counters) a case returns."""
-    twin = MIXER_TWINS[precision(kernel)[0]]
+    twin = MIXER_TWINS[precision(kernel)[0].removesuffix("_with_copy")]
     params = sources.signatures(sources.kernel_file(kernel))[kernel]
     a = {p.name: named[p.name].item() for p in params if p.kind != "pointer"}
     for name in twin.reads:
@@ -95,15 +95,26 @@ def _token(r, rng, kernel, T, T_out, N, splits=1):
     return _by_twin(r, kernel, grid, dy=r.put(dy), W=r.put(W), u=r.put(u), du=_nan(r, (T, N)), **common)
 
 
-@case("layernorm_forward")
+def _with_copy(r, name, out: str, copy: str, shape, launch):
+    """`launch(**copy_buffer)`'s (got, want, terms, counters), and for a `_with_copy` kernel its BF16 copy
+    of `out`, which must be the rounding of what it wrote."""
+    buffer = {copy: _copy16(r, shape)} if name.endswith("_with_copy") else {}
+    got, want, terms, counters = launch(**buffer)
+    if buffer:
+        got[copy], want[copy], terms[copy] = buffer[copy], _rounded(r, got[out]), 0
+    return got, want, terms, counters
+
+
+@case("layernorm_forward", "layernorm_forward_with_copy")
 def _plain_layernorm(r, rng, name, B, d):
     x = (3 + 2 * rng.standard_normal((B, d))).astype(f32)
     gamma, beta = (1 + 0.3 * rng.standard_normal(d)).astype(f32), rng.standard_normal(d).astype(f32)
-    return _by_twin(r, name, math.ceil(B / 8), x=r.put(x), gamma=r.put(gamma), beta=r.put(beta), y=_nan(r, (B, d)),
-                    nrm=_nan(r, (B, d)), rstd=_nan(r, (B,)), B=i32(B), d=i32(d), eps=f32(1e-5))
+    return _with_copy(r, name, "y", "y16", (B, d), lambda **copy: _by_twin(
+        r, name, math.ceil(B / 8), x=r.put(x), gamma=r.put(gamma), beta=r.put(beta), y=_nan(r, (B, d)),
+        nrm=_nan(r, (B, d)), rstd=_nan(r, (B,)), B=i32(B), d=i32(d), eps=f32(1e-5), **copy))
 
 
-@case("layernorm_backward_join")
+@case("layernorm_backward_join", "layernorm_backward_join_with_copy")
 def _layernorm_join(r, rng, name, B, d, splits=1, row_blocks=None):
     """A LayerNorm's backward joined with the stream's gradient (skip), its sums added to the
     statistics row at step 1 (what is there already stays). row_blocks below ⌈B/8⌉: each block
@@ -116,11 +127,11 @@ def _layernorm_join(r, rng, name, B, d, splits=1, row_blocks=None):
     scratch, counters = _splitk(r, tiles, splits, 64)
     stats = np.zeros((3, 9), f32)
     stats[1, 5:8] = [1.0, 2.0, 3.0]
-    return _by_twin(r, name, rows + tiles * splits, dy=r.put(dy), nrm=r.put(nrm.astype(f32)),
-                    rstd=r.put(rstd[:, 0].astype(f32)), gamma=r.put(gamma), skip=r.put(skip), dx=_nan(r, (B, d)),
-                    dgamma=_nan(r, (d,)), dbeta=_nan(r, (d,)), B=i32(B), d=i32(d), row_blocks=i32(rows),
-                    splits=i32(splits), scratch=scratch, counters=counters, ctr=r.put(np.array([1, 0], i32)),
-                    stats=r.put(stats), stat_width=i32(9), slot=i32(5))
+    return _with_copy(r, name, "dx", "dx16", (B, d), lambda **copy: _by_twin(
+        r, name, rows + tiles * splits, dy=r.put(dy), nrm=r.put(nrm.astype(f32)), rstd=r.put(rstd[:, 0].astype(f32)),
+        gamma=r.put(gamma), skip=r.put(skip), dx=_nan(r, (B, d)), dgamma=_nan(r, (d,)), dbeta=_nan(r, (d,)), B=i32(B),
+        d=i32(d), row_blocks=i32(rows), splits=i32(splits), scratch=scratch, counters=counters,
+        ctr=r.put(np.array([1, 0], i32)), stats=r.put(stats), stat_width=i32(9), slot=i32(5), **copy))
 
 
 def _mixes(rng, B, seed):
@@ -214,6 +225,10 @@ MIXER_KERNEL_SHAPES = [
     ("layernorm_backward_join", dict(B=13, d=64)),
     ("layernorm_backward_join", dict(B=300, d=33, splits=3)),
     ("layernorm_backward_join", dict(B=100, d=128, splits=2, row_blocks=3)),
+    ("layernorm_forward_with_copy", dict(B=13, d=64)),
+    ("layernorm_forward_with_copy", dict(B=9, d=7)),
+    ("layernorm_backward_join_with_copy", dict(B=100, d=128, splits=2, row_blocks=3)),
+    ("layernorm_backward_join_with_copy", dict(B=300, d=33, splits=3)),
     ("patches_gather", dict(B=5, patch=4)),
     ("patches_gather", dict(B=3, patch=8, pad=0, shift=0.0)),
     ("patches_gather", dict(B=2, patch=16, pad=2, shift=0.47, scale=4.0)),

@@ -123,6 +123,8 @@ def rewrite_training(program: Program, model, train, batch: int, precision: str 
     fused = vectors.fused_step(net, options.get("plan", "auto"), options.get("embed", "auto"))
     regions = fused if fused is not None else apply(net, step.RULES + (tokens.RULES if net.tokens else vectors.RULES)
                                                    + vectors.embed_rules(options.get("embed", "auto")))
+    if net.tokens:
+        regions = tokens.fuse_copies(regions)
     if train.activations == "recompute":
         regions = tokens.recompute(net, regions)
     out = net.finish(regions)

@@ -6,8 +6,8 @@
   product + gelu    u = x W + b (over the channels or the patches) with a = GELU(u) in the epilogue.
   wide products     in a BF16 training step, products over the channels take the wide 128 × 128 tiles of
                     litenet-base's products where geometry.choose_wide does, reading BF16 copies of their
-                    operands, each written by the launch that writes the operand where that kernel can,
-                    else by a bf16_copy launch (`tiling`, `read`).
+                    operands (`tiling`, `read`); each copy is written by the launch that writes the operand
+                    where that kernel has a `_with_copy` version (`fuse_copies`), else by a bf16_copy launch.
   product + residual  y = r + x W + b: the residual's join in the product's epilogue (the product's
                     output its only reader).
   linear            y = x W + b (a product over the patches alone has no fast kernel: reference).
@@ -85,6 +85,37 @@ def written_copy(net, ref: Ref) -> Ref:
     copy = copy_of(net, ref)
     net.copied.add(copy.tensor)
     return copy
+
+
+# A kernel that can write its output's BF16 copy as it writes the output: its `_with_copy` version, the
+# output's parameter and the copy's.
+WRITES_COPY = {"layernorm_forward": ("layernorm_forward_with_copy", "y", "y16"),
+               "layernorm_backward_join": ("layernorm_backward_join_with_copy", "dx", "dx16"),
+               "residual_layernorm_backward": ("residual_layernorm_backward_with_copy", "ds", "ds16")}
+
+
+def fuse_copies(regions):
+    """The regions with each bf16_copy launch folded into the launch that last wrote its source, where that
+    kernel has a `_with_copy` version (WRITES_COPY): one pass over the rows fewer, and one launch."""
+    regions = [dataclasses.replace(r, calls=[dataclasses.replace(c, args=dict(c.args)) for c in r.calls])
+               for r in regions]
+    last_writer: dict[str, Call] = {}
+    for region in regions:
+        kept = []
+        for call in region.calls:
+            if call.kernel == "bf16_copy":
+                src, producer = call.args["x"], last_writer.get(call.args["x"].tensor)
+                fused, output, copy = WRITES_COPY.get(producer.kernel, (None, None, None)) if producer else (None,) * 3
+                if fused and producer.args[output] == src:
+                    producer.kernel = fused
+                    producer.args[copy] = call.args["y"]
+                    continue
+            kept.append(call)
+            for name in call.writes():
+                if isinstance(call.args[name], Ref):
+                    last_writer[call.args[name].tensor] = call
+        region.calls = kept
+    return regions
 
 
 # -- forward ----------------------------------------------------------------------------------------------
