@@ -595,6 +595,46 @@ struct WideCoords {
     }
 };
 
+// One block's share of a wide product: tile.acc over its K range (split `wc.split` of `splits`) and, in the
+// first tile row with `first_row_sums`, B's column sums folded into s.colsums (true then).
+template <class Tile, class MA, class MB>
+__device__ bool wide_block(Tile& tile, const WideCoords<Tile::ROWS>& wc, const MA& a, const MB& b, int M, int N, int K,
+                           int splits, bool first_row_sums, WideSmem& s) {
+    const bool colsums = first_row_sums && wc.m0 == 0;
+    int k_begin, k_end;
+    split_range(K, wc.split, splits, k_begin, k_end);
+    float4 cs;
+    wide_tile(tile, a, b, M, N, k_begin, k_end, wc.m0, wc.n0, colsums, cs, s);
+    if (colsums) {  // warp w's threads hold 4 columns each of k rows w, w + 8, …: fold in warp order
+        st4(&s.fold[threadIdx.x >> 5][4 * (threadIdx.x & 31)], cs);
+        __syncthreads();
+        if ((int)threadIdx.x < LN_WIDE) {
+            float total = 0.f;
+            for (int w = 0; w < LN_THREADS / 32; ++w) total += s.fold[w][threadIdx.x];
+            s.colsums[threadIdx.x] = total;
+        }
+        __syncthreads();
+    }
+    return colsums;
+}
+
+// The block's partial of each 128 × 64 part q of its tile into slab wc.split of that part's slabs (part
+// PARTS·tile + q: `splits` slabs of LN_SLAB_OF(8) floats each, splitk.cuh's tall layout), with part q's
+// column sums (thread t < 64: column 64·(q % 2) + t's) where the tile has them, in its first 128 rows.
+template <class Tile>
+__device__ void store_wide_partials(Tile& tile, const WideCoords<Tile::ROWS>& wc, int splits, float* scratch,
+                                    bool colsums, WideSmem& s) {
+    constexpr int PARTS = 2 * Tile::ROWS / LN_WIDE;
+#pragma unroll
+    for (int q = 0; q < PARTS; ++q) {  // unrolled: the fp32 tile's accumulators are indexed by q
+        float part[8][4];
+        tile.part(q, part, s);
+        const bool col = colsums && q / 2 == 0 && threadIdx.x < LN_TILE;
+        store_slab<8>(scratch + ((size_t)(PARTS * wc.tile + q) * splits + wc.split) * LN_SLAB_OF(8), part, col,
+                      col ? s.colsums[LN_TILE * (q % 2) + threadIdx.x] : 0.f);
+    }
+}
+
 // C = A·B in tiles of precision P — fp32 256 × 128, BF16 128 × 128 — with K split `splits` ways, then
 // `epilogue(TileAt<8> at, acc[8][4], colsum)` on each 128 × 64 part of a tile in the block that ends
 // holding it (the tall tile's contract; thread t < 64's colsum is column at.n0 + t's when
@@ -610,39 +650,16 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
     __shared__ WideSmem s;
     LN_SHARED_WINDOW(&s);
     const WideCoords<Tile::ROWS> wc(splits, N);
-    const bool colsums = first_row_sums && wc.m0 == 0;
-    int k_begin, k_end;
-    split_range(K, wc.split, splits, k_begin, k_end);
     Tile tile;
-    float4 cs;
-    wide_tile(tile, a, b, M, N, k_begin, k_end, wc.m0, wc.n0, colsums, cs, s);
-    if (colsums) {  // warp w's threads hold 4 columns each of k rows w, w + 8, …: fold in warp order
-        st4(&s.fold[threadIdx.x >> 5][4 * (threadIdx.x & 31)], cs);
-        __syncthreads();
-        if ((int)threadIdx.x < LN_WIDE) {
-            float total = 0.f;
-            for (int w = 0; w < LN_THREADS / 32; ++w) total += s.fold[w][threadIdx.x];
-            s.colsums[threadIdx.x] = total;
-        }
-        __syncthreads();
-    }
-    // Part q's column sums: thread t < 64's is column 64·(q % 2) + t's, in the first 128 rows.
+    const bool colsums = wide_block(tile, wc, a, b, M, N, K, splits, first_row_sums, s);
     auto part_colsums = [&](int q) { return colsums && q / 2 == 0 && threadIdx.x < LN_TILE; };
-    auto part_slabs = [&](int q) { return scratch + (size_t)(PARTS * wc.tile + q) * splits * LN_SLAB_OF(8); };
     // K split: every part's partial is stored, then the block arrives once for the whole tile (one
     // fence and one counter, where the tall tile's fixup on each part would take four, whose fences and
     // store throttling cost a four-split product a tenth of its time), and the last of the tile's
     // blocks sums each part's slabs in split order (tile_fixup's order, one level: splits ≤ LN_GROUP;
     // docs/decisions.md, "Wide tiles").
     if (splits > 1) {
-#pragma unroll
-        for (int q = 0; q < PARTS; ++q) {  // unrolled: the fp32 tile's accumulators are indexed by q
-            float part[8][4];
-            tile.part(q, part, s);
-            const bool col = part_colsums(q);
-            store_slab<8>(part_slabs(q) + (size_t)wc.split * LN_SLAB_OF(8), part, col,
-                          col ? s.colsums[LN_TILE * (q % 2) + threadIdx.x] : 0.f);
-        }
+        store_wide_partials(tile, wc, splits, scratch, colsums, s);
         if (!arrive_last(tile_counters(counters, wc.tile), splits)) return;
     }
 #pragma unroll
@@ -650,11 +667,28 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
         float part[8][4], colsum = 0.f;
         const bool col = part_colsums(q);
         if (splits > 1) {
-            sum_slabs<8>(part, colsum, col, part_slabs(q), 0, 1, splits);
+            sum_slabs<8>(part, colsum, col, scratch + (size_t)(PARTS * wc.tile + q) * splits * LN_SLAB_OF(8), 0, 1,
+                         splits);
         } else {
             tile.part(q, part, s);
             colsum = col ? s.colsums[LN_TILE * (q % 2) + threadIdx.x] : 0.f;
         }
         epilogue(TileAt<8>(wc.m0 + LN_WIDE * (q / 2), wc.n0 + LN_TILE * (q % 2)), part, colsum);
     }
+}
+
+// The same product's partials only: every block stores its parts' slabs (store_wide_partials; scratch ≥
+// p · tiles · splits · LN_SLAB_OF(8) floats, any splits) and is done, no counters. A second launch sums
+// them in split order, spread over the whole GPU (linear.cu's linear_backward_weight_sum_wide), where
+// gemm_wide's last block reads all of its tile's slabs alone (docs/decisions.md, "Weight sums apart").
+template <class P, class MA, class MB>
+__device__ void gemm_wide_partials(const MA& a, const MB& b, int M, int N, int K, int splits, float* scratch,
+                                   bool first_row_sums) {
+    typedef typename WideOf<P>::type Tile;
+    __shared__ WideSmem s;
+    LN_SHARED_WINDOW(&s);
+    const WideCoords<Tile::ROWS> wc(splits, N);
+    Tile tile;
+    const bool colsums = wide_block(tile, wc, a, b, M, N, K, splits, first_row_sums, s);
+    store_wide_partials(tile, wc, splits, scratch, colsums, s);
 }

@@ -27,6 +27,14 @@
 // forward also writes a's copy, and `linear_backward_input_gelu_wide_bf16` (∂u = ∂a Wᵀ · GELU'(u)
 // and ∂u's copy) replaces fc2's ∂input, gelu_backward and a copy.
 //
+// A wide BF16 ∂W may also run as two launches (the Mixer's channel ∂W: few tiles, K split many ways):
+//   linear_backward_weight_partials_wide_bf16  every block stores its split's partial tiles and ∂b
+//                                              column sums to scratch (gemm_wide_partials), no counters
+//   linear_backward_weight_sum_wide            ∂W, ∂b: each output the sum of its partials in split
+//                                              order, one thread an output: the values gemm_wide's
+//                                              fixup gives, bit for bit, without one block reading
+//                                              every partial of its tile alone
+//
 // Launch: 256 threads; grid = tiles_m · tiles_n · splits with tiles over the output ((B, n_out),
 // (B, n_in) or (n_in, n_out)) and the reduction split `splits` ways (block x: tile x / splits,
 // split x % splits). scratch ≥ tiles·splits·LN_SLAB_OF(TM) floats when splits > 1 (TM = 4, or 8 for
@@ -363,4 +371,34 @@ extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
 linear_backward_weight_wide_bf16(const unsigned short* x, const unsigned short* dy, float* dW, float* db, int B,
                                  int n_in, int n_out, int splits, float* scratch, unsigned int* counters) {
     linear_backward_weight_wide_body<PrecBf16>(x, dy, dW, db, B, n_in, n_out, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_backward_weight_partials_wide_bf16(const unsigned short* x, const unsigned short* dy, int B, int n_in,
+                                          int n_out, int splits, float* scratch) {
+    gemm_wide_partials<PrecBf16>(operand_view<false>(x, n_in), operand_view<true>(dy, n_out), n_in, n_out, B, splits,
+                                 scratch, true);
+}
+
+// ∂W (n_in × n_out) and ∂b from linear_backward_weight_partials_wide_bf16's scratch: element (i, o) is row
+// i % 128, column o % 64 of part 2·tile + (o % 128) / 64 (BF16's 128 × 128 tiles, two 128 × 64 parts),
+// ∂b[o] that part's column sum in the first tile row; each summed over the splits in split order, as
+// sum_slabs adds them. Grid: any (the threads stride over the n_in · n_out + n_out outputs).
+extern "C" __global__ void linear_backward_weight_sum_wide(const float* scratch, float* dW, float* db, int n_in,
+                                                           int n_out, int splits) {
+    const int tiles_n = (n_out + LN_WIDE - 1) / LN_WIDE, outputs = n_in * n_out + n_out;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < outputs; e += gridDim.x * blockDim.x) {
+        const bool bias = e >= n_in * n_out;
+        const int i = bias ? 0 : e / n_out, o = bias ? e - n_in * n_out : e % n_out;
+        const int part = 2 * ((i / LN_WIDE) * tiles_n + o / LN_WIDE) + (o % LN_WIDE) / LN_TILE;
+        const float* p = scratch + (size_t)part * splits * LN_SLAB_OF(8) + (bias ? 16 * 8 : i % LN_WIDE) * LN_TILE +
+                         o % LN_TILE;
+        float total = 0.f;
+#pragma unroll 8
+        for (int split = 0; split < splits; ++split) total += __ldcg(p + (size_t)split * LN_SLAB_OF(8));
+        if (bias)
+            db[o] = total;
+        else
+            dW[e] = total;
+    }
 }

@@ -1,8 +1,8 @@
 """The backward's weight gradients on a second stream.
 
-A ∂W launch writes only its slice of the gradient (and its split-K partials), which nothing reads until
-‖g‖² and the update: it need not hold up the ∂input launches that carry the gradient down to the next
-layer. `side_branch` marks those calls for the second stream of a captured graph — the waits between the
+A ∂W launch writes only its slice of the gradient (and its split-K partials; or, where a second launch
+sums them, only the partials), which nothing reads until ‖g‖² and the update: it need not hold up the
+∂input launches that carry the gradient down to the next layer. `side_branch` marks those calls for the second stream of a captured graph — the waits between the
 streams come from the bytes each launch touches (litenet/gpu/streams.py) — and gives them split-K
 scratch and counters of their own, since two products running at once cannot share them. The sums are
 the same: each kernel computes what it did, only the order in which independent launches start changes.
@@ -18,7 +18,7 @@ BRANCHES = ("on", "off")
 
 
 def side_branch(program: Program) -> Program:
-    """The program with every backward call that writes only gradients (and split-K scratch) on stream 1."""
+    """The program with every backward call that writes only gradients and split-K scratch on stream 1."""
     split_k = {"scratch", "counters"}
     if not split_k <= program.tensors.keys():
         return program
@@ -31,7 +31,7 @@ def side_branch(program: Program) -> Program:
             continue
         for call in region.calls:
             written = {call.args[name].tensor for name in call.writes()}
-            if "grads" in written and written <= {"grads"} | split_k:
+            if written & {"grads", "scratch"} and written <= {"grads"} | split_k:  # scratch alone: ∂W partials
                 call.stream = 1
                 call.args = {k: _moved(v, own) for k, v in call.args.items()}
                 moved += 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import fused_twins as ref
 from harness import _copy16, _nan, _operand, _product_launch, _rounded, _schedule, _splitk, _tiles, case, precision
 
 from litenet import ops
@@ -65,6 +66,27 @@ def _linear_mixer(r, rng, kernel, B, n_in, n_out, splits=1):
     scratch, counters = _splitk(r, tiles, splits)
     return _by_twin(r, kernel, tiles * splits, dy=r.put(dy), W=r.put(W), u=r.put(u), du=_nan(r, (B, n_in)),
                     scratch=scratch, counters=counters, **sizes)
+
+
+@case("linear_backward_weight_partials_wide")
+def _weight_sums_apart(r, rng, kernel, B, n_in, n_out, splits, sum_grid=3):
+    """The wide BF16 ∂W as two launches (the partials, then linear_backward_weight_sum_wide over a grid of
+    `sum_grid` blocks): ∂W, ∂b against NumPy, and bit for bit the one-launch kernel's at the same split."""
+    x, dy = _operands(rng, (B, n_in), (B, n_out))
+    x16, dy16 = _operand(r, kernel, x), _operand(r, kernel, dy)
+    grid, scratch, counters = _product_launch(r, kernel, n_in, n_out, splits)
+    sizes = dict(B=i32(B), n_in=i32(n_in), n_out=i32(n_out), splits=i32(splits))
+    r.launch(kernel, grid, Call(kernel, grid, dict(x=x16, dy=dy16, scratch=scratch, **sizes)).ordered_args())
+    dW, db = _nan(r, (n_in, n_out)), _nan(r, (n_out,))
+    r.launch("linear_backward_weight_sum_wide", sum_grid, (scratch, dW, db, i32(n_in), i32(n_out), i32(splits)))
+    one = "linear_backward_weight_wide_bf16"
+    dW1, db1 = _nan(r, (n_in, n_out)), _nan(r, (n_out,))
+    r.launch(one, grid, Call(one, grid, dict(x=x16, dy=dy16, dW=dW1, db=db1, scratch=scratch, counters=counters,
+                                             **sizes)).ordered_args())
+    np.testing.assert_array_equal(r.get(dW), r.get(dW1), err_msg="∂W summed apart differs from the one launch's")
+    np.testing.assert_array_equal(r.get(db), r.get(db1), err_msg="∂b summed apart differs from the one launch's")
+    x64, dy64 = ref.bf16_values(ref.bf16_copy(x)), ref.bf16_values(ref.bf16_copy(dy))
+    return {"∂W": dW, "∂b": db}, {"∂W": x64.T @ dy64, "∂b": dy64.sum(axis=0)}, {"∂W": B, "∂b": B}, counters
 
 
 @case("token_linear_gelu_forward", "token_linear_residual_forward", "token_linear_backward_input",
@@ -220,6 +242,9 @@ MIXER_KERNEL_SHAPES = [
     # wide BF16 tiles: ragged tiles both ways with a K split; whole aligned tiles (the plain-load path)
     ("linear_residual_forward_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
     ("linear_residual_forward_wide_bf16", dict(B=256, n_in=256, n_out=128)),
+    # the wide BF16 ∂W summed apart: ragged tiles both ways, past LN_GROUP splits; one split, whole tiles
+    ("linear_backward_weight_partials_wide_bf16", dict(B=600, n_in=130, n_out=200, splits=19)),
+    ("linear_backward_weight_partials_wide_bf16", dict(B=64, n_in=128, n_out=256, splits=1, sum_grid=1)),
     ("layernorm_forward", dict(B=13, d=64)),
     ("layernorm_forward", dict(B=9, d=7)),
     ("layernorm_backward_join", dict(B=13, d=64)),

@@ -263,3 +263,34 @@ def test_recompute_keeps_its_memory_with_the_second_stream():
 
     assert arena_bytes("recompute", False) < 0.5 * arena_bytes("keep", False)
     assert arena_bytes("recompute", None) < 0.55 * arena_bytes("keep", None)
+
+
+@pytest.mark.parametrize("activations", ["keep", "recompute"])
+def test_mixer_channel_weight_sums_apart_at_real_size(activations):
+    """At litenet-mixer's size in BF16 (batch 128, 132 multiprocessors) each channel ∂W is two launches: its
+    partials, K split past the one-launch kernel's 16 (geometry.choose_summed_splits: one block a
+    multiprocessor), then their sum right after it, on the same (second) stream and scratch, which holds them."""
+    import dataclasses
+
+    from litenet.lowering import lower_training
+    from litenet.lowering.fast.geometry import Gemm, choose_summed_splits
+    from litenet.model import load_preset
+
+    p = load_preset("litenet-mixer")
+    train = dataclasses.replace(p.train, precision="bf16", activations=activations)
+    program = lower_training(p.model, train, 128, 16, precision="bf16", sm_count=132)
+    calls = [c for r in program.regions for c in r.calls]
+    kernels = [c.kernel for c in calls]
+    assert "linear_backward_weight_wide_bf16" not in kernels
+    at = [i for i, k in enumerate(kernels) if k == "linear_backward_weight_partials_wide_bf16"]
+    assert len(at) == 2 * p.model.blocks  # fc1's and fc2's of every block
+    splits = choose_summed_splits(4, 128 * 64, 132)
+    assert splits == 32
+    for i in at:
+        partials, total = calls[i], calls[i + 1]
+        assert total.kernel == "linear_backward_weight_sum_wide"
+        assert partials.stream == total.stream == 1
+        assert partials.args["scratch"] == total.args["scratch"] and total.args["scratch"].tensor == "side.scratch"
+        assert int(partials.args["splits"]) == int(total.args["splits"]) == splits and partials.grid == 4 * splits
+        g = Gemm(int(total.args["n_in"]), int(total.args["n_out"]), 128 * 64, splits, precision="bf16", wide=True)
+        assert program.tensors["side.scratch"].size >= g.scratch

@@ -86,6 +86,18 @@ def choose_splits_by_waves(tiles: int, K: int, slots: int) -> int:
     return min(s for s in candidates if time[s] <= 1.05 * min(time.values()))
 
 
+# At least this much of K for each split of a ∂W whose partials a second launch sums (choose_summed_splits).
+SUMMED_K_MIN = 256
+
+
+def choose_summed_splits(tiles: int, K: int, sm_count: int) -> int:
+    """K splits of a wide BF16 ∂W whose partials a second launch sums across the GPU (kernels/linear.cu's
+    linear_backward_weight_sum_wide): no block reads every partial of its tile, so nothing caps the splits
+    at SPLITS_MAX; one block a multiprocessor (the Mixer's channel ∂W: 4 tiles, 33 splits on 132), each
+    split at least SUMMED_K_MIN of K."""
+    return max(1, min(math.ceil(sm_count / max(tiles, 1)), K // SUMMED_K_MIN))
+
+
 def choose_wide(M: int, N: int, K: int, precision: str) -> bool:
     """Wide tiles (256 × 128 fp32 on the SIMT cores, or 128 × 128 BF16 from BF16 copies of the operands) for large
     products: litenet-base's shape at widths 1024 and 2048, where PyTorch's cuBLAS step was faster

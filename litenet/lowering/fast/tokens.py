@@ -35,7 +35,7 @@ import numpy as np
 from litenet.gpu.splitk import TILE, TILE_COUNTERS
 from litenet.lowering.fast.common import COUNTERS, ROW_WARPS, SCRATCH, dins_of, dy_of, gelu_backward, join, layernorm
 from litenet.lowering.fast.common import one_op, replaced, rows_of
-from litenet.lowering.fast.geometry import WIDE_ROWS, choose_wide
+from litenet.lowering.fast.geometry import WIDE_ROWS, Gemm, choose_summed_splits, choose_wide
 from litenet.lowering.fast.mlp_shape import bf16_copy, copy_of
 from litenet.lowering.fast.products import VERSIONS, GeometryTiles, Tiling
 from litenet.lowering.program import Call, Ref
@@ -233,11 +233,15 @@ def product_backward(net, regions, i):
     # ∂W: (n_in × n_out) over the rows, or (T × T_out) over the columns
     weight_kernel = "token_linear_backward_weight" if token else "linear_backward_weight"
     weight_tiles, copies = tiling(net, weight_kernel, W.shape[0], W.shape[1], N if token else M, True), []
-    weight = net.product(weight_kernel, weight_tiles, dW=w.grad(op, "weight"), db=w.grad(op, "bias"),
-                         **read(net, weight_tiles, copies, x=x, dy=dy), **shape)
+    operands = read(net, weight_tiles, copies, x=x, dy=dy)
+    if weight_tiles.version == "wide_bf16":
+        weight = weight_sums_apart(net, operands, w.grad(op, "weight"), w.grad(op, "bias"), shape)
+    else:
+        weight = [net.product(weight_kernel, weight_tiles, dW=w.grad(op, "weight"), db=w.grad(op, "bias"), **operands,
+                              **shape)]
     dx = dins_of(regions[i])
     if dx is None:
-        return 1, [replaced("∂W, ∂b (tile product)", regions[i:i + 1], copies + [weight])]
+        return 1, [replaced("∂W, ∂b (tile product)", regions[i:i + 1], copies + weight)]
     input_mnk = (W.shape[0], N, W.shape[1]) if token else (M, W.shape[0], W.shape[1])
     gelu = one_op(net, regions, i + 1, "backward")
     if gelu is not None and gelu.kind == "gelu" and gelu.name == op.inputs[0]:
@@ -245,11 +249,27 @@ def product_backward(net, regions, i):
         t, du = tiling(net, kernel, *input_mnk), dins_of(regions[i + 1])
         operands = read(net, t, copies, dy=dy, W=W) | ({"du16": written_copy(net, du)} if t.reads_bf16 else {})
         first = net.product(kernel, t, u=w.act(gelu.inputs[0]), du=du, **operands, **shape)
-        return 2, [replaced("∂x with GELU' in the epilogue; ∂W, ∂b", regions[i:i + 2], copies + [first, weight])]
+        return 2, [replaced("∂x with GELU' in the epilogue; ∂W, ∂b", regions[i:i + 2], copies + [first] + weight)]
     kernel = "token_linear_backward_input" if token else "linear_backward_input"
     t = tiling(net, kernel, *input_mnk)
     product = net.product(kernel, t, dx=dx, **read(net, t, copies, dy=dy, W=W), **shape)
-    return 1, [replaced("∂W, ∂b and ∂x (tile products)", regions[i:i + 1], copies + [weight, product])]
+    return 1, [replaced("∂W, ∂b and ∂x (tile products)", regions[i:i + 1], copies + weight + [product])]
+
+
+def weight_sums_apart(net, operands: dict[str, Ref], dW: Ref, db: Ref, shape: dict) -> list[Call]:
+    """A channel ∂W, ∂b in wide BF16 tiles as two launches: the partials of more K splits than one block could
+    sum (geometry.choose_summed_splits), then their sum, an output a thread (kernels/linear.cu says why). The
+    same values as the one-launch kernel at the same split, bit for bit."""
+    n_in, n_out, K = int(shape["n_in"]), int(shape["n_out"]), int(shape["B"])
+    g = Gemm(n_in, n_out, K, 1, precision="bf16", wide=True)
+    splits = choose_summed_splits(g.tiles, K, net.sm_count)
+    net.scratch = max(net.scratch, g.fixup_tiles * splits * g.part_slab)  # every split stores, even one
+    sizes = dict(n_in=shape["n_in"], n_out=shape["n_out"], splits=i32(splits))
+    partials = Call("linear_backward_weight_partials_wide_bf16", g.tiles * splits,
+                    dict(**operands, B=shape["B"], scratch=SCRATCH, **sizes))
+    total = Call("linear_backward_weight_sum_wide", net.tiles.elementwise_grid(dW.size + db.size),
+                 dict(scratch=SCRATCH, dW=dW, db=db, **sizes))
+    return [partials, total]
 
 
 def mean_tokens_backward(net, regions, i):
