@@ -680,7 +680,7 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
 // The same product's partials only: every block stores its parts' slabs (store_wide_partials; scratch ≥
 // p · tiles · splits · LN_SLAB_OF(8) floats, any splits) and is done, no counters. A second launch sums
 // them in split order, spread over the whole GPU (linear.cu's linear_backward_weight_sum_wide), where
-// gemm_wide's last block reads all of its tile's slabs alone (docs/decisions.md, "Weight sums apart").
+// gemm_wide's last block reads all of its tile's slabs alone (docs/decisions.md, "Split-K").
 template <class P, class MA, class MB>
 __device__ void gemm_wide_partials(const MA& a, const MB& b, int M, int N, int K, int splits, float* scratch,
                                    bool first_row_sums) {
