@@ -2,10 +2,11 @@
 
 A ∂W launch writes only its slice of the gradient (and its split-K partials; or, where a second launch
 sums them, only the partials), which nothing reads until ‖g‖² and the update: it need not hold up the
-∂input launches that carry the gradient down to the next layer. `side_branch` marks those calls for the second stream of a captured graph — the waits between the
-streams come from the bytes each launch touches (litenet/gpu/streams.py) — and gives them split-K
-scratch and counters of their own, since two products running at once cannot share them. The sums are
-the same: each kernel computes what it did, only the order in which independent launches start changes.
+∂input launches that carry the gradient down to the next layer. `side_branch` marks those calls for the
+second stream of a captured graph — the waits between the streams come from the bytes each launch touches
+(litenet/gpu/streams.py) — and gives them split-K scratch and counters of their own, since two products
+running at once cannot share them. The sums are the same: each kernel computes what it did, only the order
+in which independent launches start changes.
 """
 
 from __future__ import annotations

@@ -93,8 +93,8 @@ SUMMED_K_MIN = 256
 def choose_summed_splits(tiles: int, K: int, sm_count: int) -> int:
     """K splits of a wide BF16 ∂W whose partials a second launch sums across the GPU (kernels/linear.cu's
     linear_backward_weight_sum_wide): no block reads every partial of its tile, so nothing caps the splits
-    at SPLITS_MAX; one block a multiprocessor (the Mixer's channel ∂W: 4 tiles, 33 splits on 132), each
-    split at least SUMMED_K_MIN of K."""
+    at SPLITS_MAX; one block a multiprocessor, each split at least SUMMED_K_MIN of K (the Mixer's channel ∂W
+    on 132 multiprocessors: 4 tiles, 32 splits at batch 128, 33 at 256; swept in docs/decisions.md, "Split-K")."""
     return max(1, min(math.ceil(sm_count / max(tiles, 1)), K // SUMMED_K_MIN))
 
 
