@@ -13,6 +13,7 @@ from litenet.lowering.program import Call, Ref, Region
 i32, f32 = np.int32, np.float32
 SCRATCH, COUNTERS = "<split-K scratch>", "<split-K counters>"  # placeholders until the sizes are known
 ROW_WARPS = 8  # the row kernels: one warp a row, 8 rows a block
+LAYERNORM_REWRITE = "LayerNorm (a warp a row)"  # the region's name, which tokens.recompute also looks for
 
 
 def replaced(rewrite: str, regions: list[Region], calls: list[Call]) -> Region:
@@ -79,7 +80,7 @@ def layernorm(net, regions, i):
     call = Call("layernorm_forward", math.ceil(rows / ROW_WARPS),
                 dict(x=x, gamma=w.param(op, "gamma"), beta=w.param(op, "beta"), y=y, nrm=nrm,
                      rstd=w.cache(op, "rstd", (rows,)), B=i32(rows), d=i32(d), eps=f32(op.attrs["eps"])))
-    return 1, [replaced("LayerNorm (a warp a row)", regions[i:i + 1], [call])]
+    return 1, [replaced(LAYERNORM_REWRITE, regions[i:i + 1], [call])]
 
 
 def gelu_backward(net, regions, i):

@@ -33,7 +33,8 @@ import re
 import numpy as np
 
 from litenet.gpu.splitk import TILE, TILE_COUNTERS
-from litenet.lowering.fast.common import COUNTERS, ROW_WARPS, SCRATCH, dins_of, dy_of, gelu_backward, join, layernorm
+from litenet.lowering.fast.common import COUNTERS, LAYERNORM_REWRITE, ROW_WARPS, SCRATCH, dins_of, dy_of, gelu_backward
+from litenet.lowering.fast.common import join, layernorm
 from litenet.lowering.fast.common import one_op, replaced, rows_of
 from litenet.lowering.fast.geometry import WIDE_ROWS, Gemm, choose_summed_splits, choose_wide
 from litenet.lowering.fast.mlp_shape import bf16_copy, copy_of
@@ -42,6 +43,7 @@ from litenet.lowering.program import Call, Ref
 
 i32, f32 = np.int32, np.float32
 CUTOUT_FILL = 121  # the grey a cutout square is filled with (litenet.train.augment.CUTOUT_FILL)
+PRODUCT_GELU_REWRITE = "product + GELU epilogue"  # the region's name, which recompute also looks for
 
 
 def _cols(ref: Ref) -> int:
@@ -178,7 +180,7 @@ def product_gelu(net, regions, i):
     t, calls, a = tiling(net, kernel, *mnk), [], w.act(gelu.name)
     operands = read(net, t, calls, x=x, W=W) | ({"a16": written_copy(net, a)} if t.reads_bf16 else {})
     calls.append(net.product(kernel, t, bias=w.param(lin, "bias"), u=w.act(lin.name), a=a, **operands, **shape))
-    return 2, [replaced("product + GELU epilogue", regions[i:i + 2], calls)]
+    return 2, [replaced(PRODUCT_GELU_REWRITE, regions[i:i + 2], calls)]
 
 
 def product_residual(net, regions, i):
@@ -324,7 +326,7 @@ RULES = [patches, product_gelu, product_residual, linear, layernorm, mean_tokens
 # -- recompute --------------------------------------------------------------------------------------------
 
 _BLOCK = re.compile(r"^blocks\.(\d+)\.")
-RECOMPUTED = ("layernorm", "product + GELU epilogue")  # the regions whose outputs a block's backward reads
+RECOMPUTED = (LAYERNORM_REWRITE, PRODUCT_GELU_REWRITE)  # the regions whose outputs a block's backward reads
 
 
 def recompute(net, regions):
@@ -350,7 +352,7 @@ def recompute(net, regions):
     for r in regions:
         b = block(r)
         if r.phase == "forward":
-            rerun = b is not None and b != last and r.rewrite and r.rewrite.startswith(RECOMPUTED)
+            rerun = b is not None and b != last and r.rewrite in RECOMPUTED
             if rerun:
                 again.setdefault(b, []).append(dataclasses.replace(r, name=r.name + " (again)", phase="recompute",
                                                                    calls=[dataclasses.replace(c) for c in r.calls]))
