@@ -41,7 +41,9 @@ def rungs(M: int, N: int, K: int, sm: int):
 
 
 def timed(cupy, dev, launch, count: int, repeats: int) -> float:
-    graph = dev.capture([launch] * count)
+    """ms per copy of `launch` (a Launch, or a list of them run in order) in a graph of `count` copies,
+    the median of `repeats` replays."""
+    graph = dev.capture((launch if isinstance(launch, list) else [launch]) * count)
     dev.replay(graph)
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     times = []

@@ -2,7 +2,9 @@
 tiles the Mixer runs today (fp32 operands rounded as staged, K split for 3 blocks a multiprocessor) and
 the wide 128 × 128 tiles of litenet-base's products (BF16 copies of the operands; wgmma on sm_90), with
 PyTorch's BF16 matmul (cuBLAS) beside them for scale. Each is checked against NumPy (float64) and timed
-as a CUDA graph of `--count` copies replayed `--repeats` times (median).
+as a CUDA graph of `--count` copies replayed `--repeats` times (median). The ∂W products also run as the
+BF16 training step runs them: in two launches, the wide tile's partials over more K splits, then their
+sum (tokens.weight_sums_apart).
 
     python3 bench/mixer_products.py --batches 128 256 --out bench/results/raw/mixer-products.json
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from litenet.gpu.launch import Launch  # noqa: E402
+from litenet.lowering.fast.geometry import Gemm, choose_summed_splits  # noqa: E402
 from litenet.lowering.fast.products import VERSIONS, GeometryTiles, SplitTiles  # noqa: E402
 from linear_ladder import timed  # noqa: E402
 
@@ -58,6 +62,28 @@ def expected(product: str, ops: dict) -> np.ndarray:
     if product.startswith("linear_backward_input"):
         return dy @ W.T
     return x.T @ dy
+
+
+def summed_apart(cupy, dev, name, src, dW, M, N, K, batch, want, args) -> dict:
+    """The wide BF16 ∂W as the training step runs it: partials over choose_summed_splits' K splits, then
+    their sum; checked against NumPy like the others, timed as the pair."""
+    g = Gemm(M, N, K, 1, precision="bf16", wide=True)
+    splits = choose_summed_splits(g.tiles, K, dev.sm_count)
+    scratch = cupy.zeros(g.fixup_tiles * splits * g.part_slab, np.float32)
+    sizes = (i32(M), i32(N), i32(splits))
+    pair = [Launch("linear_backward_weight_partials_wide_bf16", g.tiles * splits,
+                   (src["x"], src["dy"], i32(K)) + sizes + (scratch,)),
+            Launch("linear_backward_weight_sum_wide", math.ceil((M * N + N) / 256),
+                   (scratch, dW, cupy.zeros(N, np.float32)) + sizes)]
+    dW.fill(np.nan)
+    cupy.cuda.Device().synchronize()  # the fill and zeros (CuPy's stream) before the launches (the device's)
+    for launch in pair:
+        dev.launch(launch)
+    got = dev.download(dW)
+    ms = timed(cupy, dev, pair, args.count, args.repeats)
+    return {"batch": batch, "product": name, "kernel": "partials + sum (summed apart)", "grid": pair[0].grid,
+            "splits": splits, "ms": ms, "tflops": 2.0 * M * N * K / ms / 1e9,
+            "max_rel_error": float(np.max(np.abs(got - want)) / np.max(np.abs(want)))}
 
 
 def main() -> None:
@@ -139,6 +165,8 @@ def main() -> None:
                 report["rows"].append({"batch": batch, "product": name, "kernel": kernel, "grid": t.grid,
                                        "splits": t.splits, "ms": ms, "tflops": 2.0 * M * N * K / ms / 1e9,
                                        "max_rel_error": err})
+                if weight_grad and t.reads_bf16:
+                    report["rows"].append(summed_apart(cupy, dev, name, src, out, M, N, K, batch, want, args))
             a, b = (ops["x"].T, ops["dy"]) if weight_grad else (
                 (ops["dy"], ops["W"].T) if "input" in product else (ops["x"], ops["W"]))
             ms = torch_ms(a, b)
