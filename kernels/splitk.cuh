@@ -174,6 +174,19 @@ __device__ bool gemm_splitk(const A& a, const B& b, int M, int N, int K, int m0,
     return tile_fixup<TM>(acc, colsums, colsum, split, splits, partials, counters);
 }
 
+// The same block's partial only: its tile over split `split`'s K range (and B's column sums with `colsums`)
+// into slab `split` of `partials` (the tile's splits · LN_SLAB_OF(TM) floats), no counters and no fix-up: a
+// second launch sums the slabs in tile_fixup's order (token_linear.cu's token_linear_backward_weight_sum).
+template <int TM, int DEPTH = 1, class P = PrecFp32, class A, class B>
+__device__ void gemm_partial(const A& a, const B& b, int M, int N, int K, int m0, int n0, int split, int splits,
+                             float* partials, bool colsums, TileSmem<TM, P>& s) {
+    int k_begin, k_end;
+    split_range(K, split, splits, k_begin, k_end);
+    float acc[TM][4], colsum;
+    gemm_tile<TM, DEPTH, P>(a, b, M, N, k_begin, k_end, m0, n0, acc, colsums, colsum, s);
+    store_slab<TM>(partials + (size_t)split * LN_SLAB_OF(TM), acc, colsums && threadIdx.x < LN_TILE, colsum);
+}
+
 // The epilogue's view of thread t's TM×4 block of the tile at (m0, n0): row(i) = m0 + TM·ty + i,
 // col(j) = n0 + 4·tx + j.
 template <int TM>

@@ -9,6 +9,11 @@
 //   token_linear_backward_input_gelu:  ∂U = (W ∂Y) · GELU'(u)  (through the GELU before the product)
 //   token_linear_backward_weight:      ∂W = X ∂Yᵀ, ∂b[j] = Σ_n ∂Y[j, n]  (sums over all N = B·d
 //                                      columns: split-K; ∂b from the staged ∂Y, as linear.cu's ∂b)
+//   token_linear_backward_weight_partials, then token_linear_backward_weight_sum: the same ∂W, ∂b in two
+//                                      launches — every split's partial tile stored, then each output
+//                                      summed in the one launch's order by threads across the GPU, where
+//                                      the one launch has a tile's last blocks read its hundreds of
+//                                      partials alone (the same bits)
 //
 // Each product in three precisions (mma.cuh): the plain names fp32 on the SIMT cores, `_tf32` and
 // `_bf16` on the tensor cores (sm_80+). Launch: 256 threads; products: grid = tiles_m · tiles_n ·
@@ -80,6 +85,15 @@ __device__ void token_backward_weight_body(const float* x, const float* dy, floa
     if (bias_row && threadIdx.x < LN_TILE && tc.n0 + (int)threadIdx.x < T_out) db[tc.n0 + threadIdx.x] = db_sum;
 }
 
+template <class P>
+__device__ void token_backward_weight_partials_body(const float* x, const float* dy, int T, int T_out, int N,
+                                                    int splits, float* scratch) {
+    __shared__ TileSmem<4, P> smem;
+    const TileCoords<4> tc(splits, T_out);
+    gemm_partial<4, 2, P>(Mat<true>{x, N}, Mat<false>{dy, N}, T, T_out, N, tc.m0, tc.n0, tc.split, splits,
+                          scratch + (size_t)tc.tile * splits * LN_SLAB_OF(4), tc.m0 == 0, smem);
+}
+
 extern "C" __global__ void token_linear_gelu_forward(const float* x, const float* W, const float* bias, float* u,
                                                      float* a, int T, int T_out, int N, int splits, float* scratch,
                                                      unsigned int* counters) {
@@ -107,6 +121,48 @@ extern "C" __global__ void token_linear_backward_weight(const float* x, const fl
                                                         int T_out, int N, int splits, float* scratch,
                                                         unsigned int* counters) {
     token_backward_weight_body<PrecFp32>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void token_linear_backward_weight_partials(const float* x, const float* dy, int T, int T_out,
+                                                                 int N, int splits, float* scratch) {
+    token_backward_weight_partials_body<PrecFp32>(x, dy, T, T_out, N, splits, scratch);
+}
+
+// ∂W (T × T') and ∂b from token_linear_backward_weight_partials' scratch (each 64 × 64 tile's `splits` slabs
+// of LN_SLAB_OF(4) floats: the tile, then its column sums, kept for the first tile row's ∂b). Each output is
+// summed as tile_fixup sums it: groups of LN_GROUP consecutive splits in split order, then the groups' totals
+// in group order. Block: 16 slab entries × 16 lanes; lane l sums groups l and l + 16, the lane-0 threads
+// add the group totals. Grid: ⌈tiles · LN_SLAB_OF(4) / 16⌉; splits ≤ LN_GROUP · LN_MAX_GROUPS.
+extern "C" __global__ void token_linear_backward_weight_sum(const float* scratch, float* dW, float* db, int T, int T_out,
+                                                            int splits) {
+    constexpr int ENTRIES = 16, LANES = LN_THREADS / ENTRIES, SLAB = LN_SLAB_OF(4);
+    __shared__ float group_total[LN_MAX_GROUPS][ENTRIES];
+    const int tiles_n = (T_out + LN_TILE - 1) / LN_TILE, tiles = ((T + LN_TILE - 1) / LN_TILE) * tiles_n;
+    const int e = blockIdx.x * ENTRIES + threadIdx.x % ENTRIES, lane = threadIdx.x / ENTRIES;
+    const int groups = (splits + LN_GROUP - 1) / LN_GROUP, tile = e / SLAB, r = e % SLAB;
+    const float* slabs = scratch + (size_t)tile * splits * SLAB + r;
+    if (tile < tiles)
+        for (int g = lane; g < groups; g += LANES) {
+            float total = 0.f;
+            const int last = min(splits, (g + 1) * LN_GROUP);
+#pragma unroll 8
+            for (int split = g * LN_GROUP; split < last; ++split) total += __ldcg(slabs + (size_t)split * SLAB);
+            group_total[g][threadIdx.x % ENTRIES] = total;
+        }
+    __syncthreads();
+    if (lane != 0 || tile >= tiles) return;
+    float total = group_total[0][threadIdx.x];
+    if (groups > 1) {  // tile_fixup's second level starts from zero too
+        total = 0.f;
+        for (int g = 0; g < groups; ++g) total += group_total[g][threadIdx.x];
+    }
+    const int m0 = (tile / tiles_n) * LN_TILE, n0 = (tile % tiles_n) * LN_TILE;
+    if (r < LN_TILE * LN_TILE) {
+        const int i = m0 + r / LN_TILE, j = n0 + r % LN_TILE;
+        if (i < T && j < T_out) dW[(size_t)i * T_out + j] = total;
+    } else if (m0 == 0 && n0 + r - LN_TILE * LN_TILE < T_out) {
+        db[n0 + r - LN_TILE * LN_TILE] = total;
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
@@ -140,6 +196,12 @@ token_linear_backward_weight_tf32(const float* x, const float* dy, float* dW, fl
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_weight_partials_tf32(const float* x, const float* dy, int T, int T_out, int N, int splits,
+                                           float* scratch) {
+    token_backward_weight_partials_body<PrecTf32>(x, dy, T, T_out, N, splits, scratch);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
 token_linear_gelu_forward_bf16(const float* x, const float* W, const float* bias, float* u, float* a, int T, int T_out,
                                int N, int splits, float* scratch, unsigned int* counters) {
     token_forward_body<true, PrecBf16>(x, W, bias, nullptr, u, a, T, T_out, N, splits, scratch, counters);
@@ -167,4 +229,10 @@ extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
 token_linear_backward_weight_bf16(const float* x, const float* dy, float* dW, float* db, int T, int T_out, int N,
                                   int splits, float* scratch, unsigned int* counters) {
     token_backward_weight_body<PrecBf16>(x, dy, dW, db, T, T_out, N, splits, scratch, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_MMA_BLOCKS)
+token_linear_backward_weight_partials_bf16(const float* x, const float* dy, int T, int T_out, int N, int splits,
+                                           float* scratch) {
+    token_backward_weight_partials_body<PrecBf16>(x, dy, T, T_out, N, splits, scratch);
 }

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import fused_twins as ref
-from harness import _copy16, _nan, _operand, _product_launch, _rounded, _schedule, _splitk, _tiles, case, precision
+from harness import SLAB, _copy16, _nan, _operand, _product_launch, _rounded, _schedule, _splitk, _tiles, case, precision
 
 from litenet import ops
 from litenet.gpu import sources
@@ -87,6 +87,32 @@ def _weight_sums_apart(r, rng, kernel, B, n_in, n_out, splits, sum_grid=3):
     np.testing.assert_array_equal(r.get(db), r.get(db1), err_msg="∂b summed apart differs from the one launch's")
     x64, dy64 = ref.bf16_values(ref.bf16_copy(x)), ref.bf16_values(ref.bf16_copy(dy))
     return {"∂W": dW, "∂b": db}, {"∂W": x64.T @ dy64, "∂b": dy64.sum(axis=0)}, {"∂W": B, "∂b": B}, counters
+
+
+@case("token_linear_backward_weight_partials")
+def _token_weight_sums_apart(r, rng, kernel, T, T_out, N, splits):
+    """The token ∂W as two launches (the partials, then token_linear_backward_weight_sum): ∂W, ∂b against
+    NumPy, and bit for bit the one-launch kernel's at the same split (its two-level order included)."""
+    x, dy = _operands(rng, (T, N), (T_out, N))
+    tiles = _tiles(T, T_out)
+    scratch, counters = _splitk(r, tiles, splits)
+    sizes = dict(T=i32(T), T_out=i32(T_out), N=i32(N), splits=i32(splits))
+    xs, dys = r.put(x), r.put(dy)
+    r.launch(kernel, tiles * splits, Call(kernel, tiles * splits, dict(x=xs, dy=dys, scratch=scratch,
+                                                                       **sizes)).ordered_args())
+    dW, db = _nan(r, (T, T_out)), _nan(r, (T_out,))
+    total = "token_linear_backward_weight_sum"
+    grid = math.ceil(tiles * SLAB / 16)
+    r.launch(total, grid, Call(total, grid, dict(scratch=scratch, dW=dW, db=db, T=i32(T), T_out=i32(T_out),
+                                                 splits=i32(splits))).ordered_args())
+    one = kernel.replace("_partials", "")
+    dW1, db1 = _nan(r, (T, T_out)), _nan(r, (T_out,))
+    r.launch(one, tiles * splits, Call(one, tiles * splits, dict(x=xs, dy=dys, dW=dW1, db=db1, scratch=scratch,
+                                                                 counters=counters, **sizes)).ordered_args())
+    np.testing.assert_array_equal(r.get(dW), r.get(dW1), err_msg="∂W summed apart differs from the one launch's")
+    np.testing.assert_array_equal(r.get(db), r.get(db1), err_msg="∂b summed apart differs from the one launch's")
+    x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+    return {"∂W": dW, "∂b": db}, {"∂W": x64 @ dy64.T, "∂b": dy64.sum(axis=1)}, {"∂W": N, "∂b": N}, counters
 
 
 @case("token_linear_gelu_forward", "token_linear_residual_forward", "token_linear_backward_input",
@@ -242,6 +268,10 @@ MIXER_KERNEL_SHAPES = [
     # wide BF16 tiles: ragged tiles both ways with a K split; whole aligned tiles (the plain-load path)
     ("linear_residual_forward_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
     ("linear_residual_forward_wide_bf16", dict(B=256, n_in=256, n_out=128)),
+    # the token ∂W summed apart: one level, two levels (3 groups, the last of 8) with ragged tiles, a bias row
+    ("token_linear_backward_weight_partials", dict(T=16, T_out=9, N=300, splits=4)),
+    ("token_linear_backward_weight_partials", dict(T=65, T_out=64, N=2000, splits=40)),
+    ("token_linear_backward_weight_partials", dict(T=1, T_out=9, N=1000, splits=7)),
     # the wide BF16 ∂W summed apart: ragged tiles both ways, past LN_GROUP splits; one split, whole tiles
     ("linear_backward_weight_partials_wide_bf16", dict(B=600, n_in=130, n_out=200, splits=19)),
     ("linear_backward_weight_partials_wide_bf16", dict(B=64, n_in=128, n_out=256, splits=1, sum_grid=1)),
@@ -285,4 +315,5 @@ MIXER_KERNEL_SHAPES += [(f"{name}_{p}", shape) for p in ("tf32", "bf16") for nam
     ("token_linear_backward_input_gelu", dict(T=64, T_out=33, N=66)),
     ("token_linear_backward_weight", dict(T=65, T_out=64, N=129, splits=3)),
     ("token_linear_backward_weight", dict(T=16, T_out=70, N=300, splits=2)),  # ∂b over two tile columns
+    ("token_linear_backward_weight_partials", dict(T=65, T_out=70, N=600, splits=19)),  # two levels, 4 tiles
 ]]

@@ -297,7 +297,8 @@ def test_recompute_reruns_both_layernorms_and_both_gelu_products():
 def test_mixer_channel_weight_sums_apart_at_real_size(activations):
     """At litenet-mixer's size in BF16 (batch 128, 132 multiprocessors) each channel ∂W is two launches: its
     partials, K split past the one-launch kernel's 16 (geometry.choose_summed_splits: one block a
-    multiprocessor), then their sum right after it, on the same (second) stream and scratch, which holds them."""
+    multiprocessor), then their sum right after it, on the same (second) stream and scratch, which holds them;
+    each token ∂W too, at its one launch's split."""
     import dataclasses
 
     from litenet.lowering import lower_training
@@ -322,3 +323,10 @@ def test_mixer_channel_weight_sums_apart_at_real_size(activations):
         assert int(partials.args["splits"]) == int(total.args["splits"]) == splits and partials.grid == 4 * splits
         g = Gemm(int(total.args["n_in"]), int(total.args["n_out"]), 128 * 64, splits, precision="bf16", wide=True)
         assert program.tensors["side.scratch"].size >= g.scratch
+    # the token ∂W likewise: its partials at the one launch's split, then their sum, on the second stream
+    at = [i for i, k in enumerate(kernels) if k == "token_linear_backward_weight_partials_bf16"]
+    assert len(at) == 2 * p.model.blocks and "token_linear_backward_weight_bf16" not in kernels
+    for i in at:
+        partials, total = calls[i], calls[i + 1]
+        assert total.kernel == "token_linear_backward_weight_sum" and partials.stream == total.stream == 1
+        assert partials.args["scratch"] == total.args["scratch"] and int(partials.args["splits"]) == int(total.args["splits"]) > 16

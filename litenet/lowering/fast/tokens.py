@@ -32,6 +32,7 @@ import re
 
 import numpy as np
 
+from litenet.gpu import splitk
 from litenet.gpu.splitk import TILE, TILE_COUNTERS
 from litenet.lowering.fast.common import COUNTERS, LAYERNORM_REWRITE, ROW_WARPS, SCRATCH, dins_of, dy_of, gelu_backward
 from litenet.lowering.fast.common import join, layernorm
@@ -236,7 +237,9 @@ def product_backward(net, regions, i):
     weight_kernel = "token_linear_backward_weight" if token else "linear_backward_weight"
     weight_tiles, copies = tiling(net, weight_kernel, W.shape[0], W.shape[1], N if token else M, True), []
     operands = read(net, weight_tiles, copies, x=x, dy=dy)
-    if weight_tiles.version == "wide_bf16":
+    if token:
+        weight = token_weight_sums_apart(net, weight_tiles, operands, w.grad(op, "weight"), w.grad(op, "bias"), shape)
+    elif weight_tiles.version == "wide_bf16":
         weight = weight_sums_apart(net, operands, w.grad(op, "weight"), w.grad(op, "bias"), shape)
     else:
         weight = [net.product(weight_kernel, weight_tiles, dW=w.grad(op, "weight"), db=w.grad(op, "bias"), **operands,
@@ -271,6 +274,21 @@ def weight_sums_apart(net, operands: dict[str, Ref], dW: Ref, db: Ref, shape: di
                     dict(**operands, B=shape["B"], scratch=SCRATCH, **sizes))
     total = Call("linear_backward_weight_sum_wide", net.tiles.elementwise_grid(dW.size + db.size),
                  dict(scratch=SCRATCH, dW=dW, db=db, **sizes))
+    return [partials, total]
+
+
+def token_weight_sums_apart(net, t: Tiling, operands: dict[str, Ref], dW: Ref, db: Ref, shape: dict) -> list[Call]:
+    """A token ∂W, ∂b (a few 64 × 64 tiles over K = B·d, split hundreds of ways) as two launches: every split's
+    partial tile, then their sum in the one launch's order, an output a thread (kernels/token_linear.cu):
+    the same bits, without a tile's last blocks reading all its partials alone."""
+    T, T_out = int(shape["T"]), int(shape["T_out"])
+    tiles = splitk.tiles(T, T_out)
+    net.scratch = max(net.scratch, tiles * t.splits * splitk.SLAB)  # every split stores, even one
+    suffix = "" if t.version == "tile" else f"_{t.version}"
+    partials = Call(f"token_linear_backward_weight_partials{suffix}", t.grid,
+                    dict(**operands, **shape, splits=i32(t.splits), scratch=SCRATCH))
+    total = Call("token_linear_backward_weight_sum", math.ceil(tiles * splitk.SLAB / 16),
+                 dict(scratch=SCRATCH, dW=dW, db=db, T=shape["T"], T_out=shape["T_out"], splits=i32(t.splits)))
     return [partials, total]
 
 
