@@ -63,7 +63,7 @@ __device__ __forceinline__ void forward_epilogue(const TileAt<TM>& tc, const flo
             g[j] = GELU ? gelu_value(v[j]) : 0.f;
         }
         store_row4(u, n_out, tc.m(i), tc.n(0), n_out, v);
-        if (GELU) store_row4(a, n_out, tc.m(i), tc.n(0), n_out, g);
+        if (GELU && a != nullptr) store_row4(a, n_out, tc.m(i), tc.n(0), n_out, g);
         if (GELU && a16 != nullptr) store_row4_bf16(a16, n_out, tc.m(i), tc.n(0), n_out, g);
     }
 }
@@ -78,7 +78,7 @@ __device__ __forceinline__ void backward_input_epilogue(const TileAt<TM>& tc, fl
         if (u != nullptr)
             for (int j = 0; j < 4; ++j)
                 if (tc.n(j) < n_in) acc[i][j] *= gelu_slope(u[(size_t)tc.m(i) * n_in + tc.n(j)]);
-        store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
+        if (dx != nullptr) store_row4(dx, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
         if (dx16 != nullptr) store_row4_bf16(dx16, n_in, tc.m(i), tc.n(0), n_in, acc[i]);
     }
 }
@@ -360,6 +360,23 @@ linear_backward_input_wide_bf16(const unsigned short* dy, const unsigned short* 
 // ∂u = (∂a Wᵀ) · GELU'(u) and its BF16 copy du16, which fc1's wide BF16 backward products read: fc2's
 // ∂input, the GELU's backward and the copy in one launch (plans.py): two passes over the hidden layer
 // fewer (docs/decisions.md, "BF16 copies").
+// The two GELU products again where nothing reads their fp32 output, only its BF16 copy (the Mixer's
+// channel MLP: a is read by fc2's forward and ∂W, ∂u by fc1's ∂input and ∂W, all wide BF16 products;
+// tokens.drop_unread): 16 MiB a launch fewer written at batch 128.
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_gelu_forward_to_copy_wide_bf16(const unsigned short* x, const unsigned short* W, const float* bias, float* u,
+                                      unsigned short* a16, int B, int n_in, int n_out, int splits, float* scratch,
+                                      unsigned int* counters) {
+    linear_forward_wide_body<PrecBf16, true>(x, W, bias, u, nullptr, B, n_in, n_out, splits, scratch, counters, a16);
+}
+
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_backward_input_gelu_to_copy_wide_bf16(const unsigned short* dy, const unsigned short* W, const float* u,
+                                             unsigned short* du16, int B, int n_in, int n_out, int splits,
+                                             float* scratch, unsigned int* counters) {
+    linear_backward_input_wide_body<PrecBf16>(dy, W, nullptr, B, n_in, n_out, splits, scratch, counters, u, du16);
+}
+
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
 linear_backward_input_gelu_wide_bf16(const unsigned short* dy, const unsigned short* W, const float* u, float* du,
                                      unsigned short* du16, int B, int n_in, int n_out, int splits, float* scratch,

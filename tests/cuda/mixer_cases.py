@@ -89,6 +89,42 @@ def _weight_sums_apart(r, rng, kernel, B, n_in, n_out, splits, sum_grid=3):
     return {"∂W": dW, "∂b": db}, {"∂W": x64.T @ dy64, "∂b": dy64.sum(axis=0)}, {"∂W": B, "∂b": B}, counters
 
 
+@case("linear_gelu_forward_to_copy_wide", "linear_backward_input_gelu_to_copy_wide")
+def _gelu_to_copy(r, rng, kernel, B, n_in, n_out, splits=1):
+    """The wide BF16 GELU products that write no fp32 GELU output / ∂u, only its BF16 copy: u and the copy
+    bit for bit the full kernel's (which the harness holds to NumPy), the copy within BF16's bound of NumPy."""
+    full = kernel.replace("_to_copy", "")
+    x, W, b, dy, u = _operands(rng, (B, n_in), (n_in, n_out), (n_out,), (B, n_out), (B, n_in))
+    W /= np.sqrt(n_in)
+    sizes = dict(B=i32(B), n_in=i32(n_in), n_out=i32(n_out), splits=i32(splits))
+    forward = kernel.startswith("linear_gelu_forward")
+    rows, cols = (B, n_out) if forward else (B, n_in)
+    grid, scratch, counters = _product_launch(r, full, rows, cols, splits)
+    outs = {}
+    for name in (kernel, full):
+        copy = _copy16(r, (rows, cols))
+        if forward:
+            named = dict(x=_operand(r, full, x), W=_operand(r, full, W), bias=r.put(b), u=_nan(r, (rows, cols)), a16=copy)
+            if name == full:
+                named["a"] = _nan(r, (rows, cols))
+        else:
+            named = dict(dy=_operand(r, full, dy), W=_operand(r, full, W), u=r.put(u), du16=copy)
+            if name == full:
+                named["du"] = _nan(r, (rows, cols))
+        r.launch(name, grid, Call(name, grid, dict(named, scratch=scratch, counters=counters, **sizes)).ordered_args())
+        outs[name] = {k: r.get(v) for k, v in named.items() if k in ("u", "a16", "du16")}
+    for k, v in outs[kernel].items():
+        np.testing.assert_array_equal(v, outs[full][k], err_msg=f"{kernel}: {k} differs from {full}'s")
+    x64, W64, b64 = (ref.bf16_values(ref.bf16_copy(m)) for m in (x, W, b))
+    if forward:
+        _, want = ref.linear_gelu_forward(x64, W64, b.astype(np.float64))
+        got = outs[kernel]["a16"]
+    else:
+        want = ops.gelu_backward(ref.bf16_values(ref.bf16_copy(dy)) @ W64.T, u.astype(np.float64))
+        got = outs[kernel]["du16"]
+    return {"copy": r.put(got)}, {"copy": want}, {"copy": n_in if forward else n_out}, counters
+
+
 @case("token_linear_backward_weight_partials")
 def _token_weight_sums_apart(r, rng, kernel, T, T_out, N, splits):
     """The token ∂W as two launches (the partials, then token_linear_backward_weight_sum): ∂W, ∂b against
@@ -272,6 +308,9 @@ MIXER_KERNEL_SHAPES = [
     ("token_linear_backward_weight_partials", dict(T=16, T_out=9, N=300, splits=4)),
     ("token_linear_backward_weight_partials", dict(T=65, T_out=64, N=2000, splits=40)),
     ("token_linear_backward_weight_partials", dict(T=1, T_out=9, N=1000, splits=7)),
+    # the wide BF16 GELU products that write only the BF16 copy of their GELU output / ∂u
+    ("linear_gelu_forward_to_copy_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
+    ("linear_backward_input_gelu_to_copy_wide_bf16", dict(B=70, n_in=129, n_out=50)),
     # the wide BF16 ∂W summed apart: ragged tiles both ways, past LN_GROUP splits; one split, whole tiles
     ("linear_backward_weight_partials_wide_bf16", dict(B=600, n_in=130, n_out=200, splits=19)),
     ("linear_backward_weight_partials_wide_bf16", dict(B=64, n_in=128, n_out=256, splits=1, sum_grid=1)),

@@ -127,6 +127,8 @@ def rewrite_training(program: Program, model, train, batch: int, precision: str 
         regions = tokens.fuse_copies(regions)
     if train.activations == "recompute":
         regions = tokens.recompute(net, regions)
+    if net.tokens:
+        regions = tokens.drop_unread(regions)
     out = net.finish(regions)
     vectors.finish_copies(net, out)
     if branch == "on":
