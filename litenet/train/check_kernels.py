@@ -197,8 +197,7 @@ class RegionChecker:
     def _upload_input(self, name: str, region: Region) -> None:
         """The training arena's value of input `name` into the shadow; where the fast program keeps it only as
         its BF16 copy (tokens.drop_unread), the copy's values, widened to fp32 exactly."""
-        source = self._source(name, region)
-        copy = name + ".bf16"
+        source, copy = self._source(name, region), self._source(name + ".bf16", region)
         if source is not None and name not in self.written_fast and copy in self.written_fast:
             bits = self.dev.download(self.views[copy]).astype(np.uint32) << 16
             self.dev.upload(self.shadow[name], bits.view(np.float32))

@@ -32,6 +32,9 @@ FAST = {  # name → (model, train, GpuBackend options)
     "mixer-wide": (MIXER, ADAMW, dict(wide=True)),
     "mixer-wide-bf16": (MIXER, TrainConfig(batch_size=8, loss="cross-entropy", optimizer="adamw", precision="bf16",
                                            augment="crop+flip+cutmix", label_smoothing=0.1), dict(wide=True)),
+    # the forward's GELU products write only BF16 copies, of their "…/fwd" tensors (tokens.drop_unread, recompute)
+    "mixer-wide-bf16-recompute": (MIXER, TrainConfig(batch_size=8, loss="cross-entropy", optimizer="adamw",
+                                                     precision="bf16", activations="recompute"), dict(wide=True)),
     "mixed": (MIXED, ADAMW, {}),
 }
 
