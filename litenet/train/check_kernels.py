@@ -132,8 +132,8 @@ class RegionChecker:
         self.shadow = device.allocate(self.shadow_arena)
         self.shadow.update({k: views[k] for k in self.host})
         self.precision = program.labels.get("precision", "fp32")
-        # tensors a fast call writes: an input no fast call writes is read from its BF16 copy (_upload_input)
-        self.written_fast = {call.args[p].tensor for r in program.regions for call in r.calls for p in call.writes()}
+        # tensors any fast call writes: an input no fast call writes is read from its BF16 copy (_upload_input)
+        self.fast_writes = {call.args[p].tensor for r in program.regions for call in r.calls for p in call.writes()}
 
     def step(self, index: int, report: dict, allreduce=None) -> None:
         """One step; `allreduce()` sums the gradient over the ranks where a data-parallel step does."""
@@ -198,7 +198,7 @@ class RegionChecker:
         """The training arena's value of input `name` into the shadow; where the fast program keeps it only as
         its BF16 copy (tokens.drop_unread), the copy's values, widened to fp32 exactly."""
         source, copy = self._source(name, region), self._source(name + ".bf16", region)
-        if source is not None and name not in self.written_fast and copy in self.written_fast:
+        if source is not None and source not in self.fast_writes and copy in self.fast_writes:
             bits = self.dev.download(self.views[copy]).astype(np.uint32) << 16
             self.dev.upload(self.shadow[name], bits.view(np.float32))
         elif source is not None:
