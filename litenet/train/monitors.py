@@ -57,34 +57,69 @@ def read_run(folder_or_file: str | Path) -> RunLog:
     metrics = path / METRICS_FILE if path.is_dir() else path
     if not metrics.is_file():
         raise LiteNetError(f"{metrics}: no training metrics; point at a folder written by litenet train")
-    records = read_metrics(metrics)
-    runs = [r for r in records if r.get("type") == "run"]
-    steps = [r for r in records if r.get("type") == "step"]
-    if not runs or not steps:
-        raise LiteNetError(f"{metrics}: holds no training steps yet; train for a few steps first")
-    loss_name = "cross-entropy"
-    config = metrics.parent / "config.json"
-    if config.is_file():
-        loss_name = json.loads(config.read_text(encoding="utf-8")).get("train", {}).get("loss", loss_name)
-    chunks = [r for r in steps if "update_ratio" in r]  # older runs have none
+    columns = RunColumns(metrics)
+    columns.add(read_metrics(metrics))
+    return columns.log()
+
+
+class RunColumns:
+    """A RunLog gathered record by record. The trainer hands it each record it writes, so its figures
+    are redrawn from arrays already in memory: parsing metrics.jsonl again (78 MB after the Mixer's
+    100 epochs) took longer than drawing."""
+
+    def __init__(self, metrics: Path):
+        self.metrics = Path(metrics)  # the file the records are (or will be) in
+        self.run: dict | None = None  # the last "run" record: the parameters' names, the blocks
+        self.epochs: list[dict] = []
+        self._parts: list[dict[str, np.ndarray]] = []  # one per add() that held steps
+
+    def add(self, records: list[dict]) -> None:
+        steps = []
+        for record in records:
+            kind = record.get("type")
+            if kind == "step":
+                steps.append(record)
+            elif kind == "epoch":
+                self.epochs.append(record)
+            elif kind == "run":
+                self.run = record
+        if steps:
+            if self.run is None:
+                raise LiteNetError(f"{self.metrics}: step records before any run record")
+            self._parts.append(_step_columns(steps, len(self.run["params"])))
+
+    def log(self) -> RunLog:
+        if self.run is None or not self._parts:
+            raise LiteNetError(f"{self.metrics}: holds no training steps yet; train for a few steps first")
+        if len(self._parts) > 1:  # joined once here, so the next call joins only what came after
+            self._parts = [{key: np.concatenate([part[key] for part in self._parts]) for key in self._parts[0]}]
+        columns = self._parts[0]
+        loss_name = "cross-entropy"
+        config = self.metrics.parent / "config.json"
+        if config.is_file():
+            loss_name = json.loads(config.read_text(encoding="utf-8")).get("train", {}).get("loss", loss_name)
+        return RunLog(folder=self.metrics.parent, params=list(self.run["params"]), loss_name=loss_name,
+                      residuals=list(self.run.get("residuals") or []),
+                      steps_per_epoch=int(self.run["steps_per_epoch"]), epochs=list(self.epochs), **columns)
+
+
+def _step_columns(steps: list[dict], tensors: int) -> dict[str, np.ndarray]:
+    """The RunLog arrays of some step records; `tensors` wide where a record holds one value per tensor."""
+    chunks = [r for r in steps if "update_ratio" in r]  # the last step of a chunk; older runs have none
 
     def column(key, rows=steps, dtype=np.float64):
         return np.array([r[key] for r in rows], dtype=dtype)
 
     def nan_matrix(key):
         return np.array([[np.nan if v is None else v for v in r[key]] for r in chunks], np.float64).reshape(
-            len(chunks), len(runs[-1]["params"]))
+            len(chunks), tensors)
 
-    return RunLog(
-        folder=metrics.parent, params=list(runs[-1]["params"]), loss_name=loss_name,
-        residuals=list(runs[-1].get("residuals") or []),
-        steps_per_epoch=int(runs[-1]["steps_per_epoch"]),
-        step=column("step", dtype=np.int64), lr=column("lr"), loss=column("loss"), grad_norm=column("grad_norm"),
-        clipped=column("clipped", dtype=bool), grad_norms=column("grad_norms"),
-        path=column("path").reshape(len(steps), -1, 3),
-        chunk_step=column("step", chunks, np.int64), chunk_len=column("update_steps", chunks, np.int64),
-        update_ratio=nan_matrix("update_ratio"), weight_norms=nan_matrix("weight_norms"),
-        epochs=[r for r in records if r.get("type") == "epoch"])
+    return dict(step=column("step", dtype=np.int64), lr=column("lr"), loss=column("loss"),
+                grad_norm=column("grad_norm"), clipped=column("clipped", dtype=bool),
+                grad_norms=column("grad_norms").reshape(len(steps), tensors),
+                path=column("path").reshape(len(steps), -1, 3),
+                chunk_step=column("step", chunks, np.int64), chunk_len=column("update_steps", chunks, np.int64),
+                update_ratio=nan_matrix("update_ratio"), weight_norms=nan_matrix("weight_norms"))
 
 
 # ---------------------------------------------------------------------------------------------

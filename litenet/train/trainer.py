@@ -17,6 +17,7 @@ import json
 import signal
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from litenet.model import AnyModel, TrainConfig, config_from_dict, init_params, 
 from litenet.train import schedule
 from litenet.train.backends import backend_class
 from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load_checkpoint, save_checkpoint
+from litenet.train.monitors import RunColumns
 from litenet.train.network import loss_and_dlogits
 from litenet.train.progress import duration, process_seconds, progress_bar
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
@@ -37,6 +39,7 @@ from litenet.paths import make_folder
 
 EPOCH_LOSSES = "epoch_losses"  # a checkpoint's record of the interrupted epoch's losses so far
 TRAIN_EVAL_IMAGES = 10_000  # training accuracy is measured on this fixed prefix, not all 50,000
+HOST_WORK = ("evaluation", "saving", "plots")  # what the process report counts apart, beside start-up
 
 
 @dataclass
@@ -129,11 +132,15 @@ class Trainer:
             print(f"litenet: note: warmup_steps {train.warmup_steps} is longer than this run's {self.total_steps} "
                   "steps: the learning rate never reaches its peak", file=sys.stderr)
         self.metrics = MetricsLog(self.out)
+        self.columns = RunColumns(self.metrics.path)  # what the metrics hold, as arrays for the figures
         self.history: list[dict] = []
         self._chunk_start_params = None  # the weights at the last chunk boundary, for update ratios
         self._last_plot = time.perf_counter()
         self._resumed_losses: list[float] = []
         self._epoch_seconds: list[float] = []  # of the epochs this process trained
+        self._saver = BackgroundWrites()
+        self._started_training: float | None = None  # the process's age when its first epoch began
+        self._host_seconds = dict.fromkeys(HOST_WORK, 0.0)  # outside the epochs, by what it was spent on
 
     # -- set-up ----------------------------------------------------------------------------------
 
@@ -170,7 +177,9 @@ class Trainer:
                         f"{self.total_steps} in all)")
                 print(f"litenet train: {line}", file=sys.stderr, flush=True)
                 self.metrics.truncate_after(position)
-                self.history = [r for r in self.metrics.read() if r.get("type") == "epoch"]
+                kept = self.metrics.read()
+                self.history = [r for r in kept if r.get("type") == "epoch"]
+                self.columns.add(kept)
         elif self.writer:
             self.metrics.path.unlink(missing_ok=True)
         self.comm.barrier()  # every rank has read the checkpoint before rank 0 may write the next one
@@ -188,6 +197,16 @@ class Trainer:
     def _write(self, records: list[dict]) -> None:
         if self.writer:
             self.metrics.write(records)
+            self.columns.add(records)
+
+    @contextlib.contextmanager
+    def _host_work(self, kind: str):
+        """Count the wall time of the body against `kind` (one of HOST_WORK) in the process report."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._host_seconds[kind] += time.perf_counter() - start
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -200,6 +219,7 @@ class Trainer:
 
     def _run(self) -> TrainResult:
         backend, position = self._start()
+        self._started_training = process_seconds()
         bar = progress_bar(self.total_steps, position.global_step, self.steps_per_epoch,
                            self.options.progress and self.writer)
         try:
@@ -213,6 +233,8 @@ class Trainer:
                     ended = None
         finally:
             bar.close()  # before any last line, so none is drawn over the bar
+            with self._host_work("saving"):
+                self._saver.close()  # every file written (or its error raised) before the run ends
             if self.writer:
                 self._plot()
         if ended is not None:
@@ -274,11 +296,13 @@ class Trainer:
         record = {}
         if self.writer:
             seconds = time.perf_counter() - started
-            record = self._evaluate(backend, epoch, float(np.mean(losses)), seconds, step - first_step)
+            with self._host_work("evaluation"):
+                record = self._evaluate(backend, epoch, float(np.mean(losses)), seconds, step - first_step)
             self.history.append(record)
             self._epoch_seconds.append(seconds)
-            self.metrics.write([record])
-            self._save(backend, position)
+            self._write([record])
+            with self._host_work("saving"):
+                self._save(backend, position)
             self._plot(every_seconds=60)
             self._report_epoch(record, bar)
         stop = agree(self.comm, interrupt.requested, backend.weights())  # Ctrl-C during the evaluation
@@ -294,7 +318,7 @@ class Trainer:
             stats, lrs, global_step, epoch, params, count = chunk
             records = _step_records(stats, lrs, global_step, epoch)
             records[-1].update(self._weight_change(params, count))
-            self.metrics.write(records)
+            self._write(records)
         return None
 
     def _weight_change(self, params: np.ndarray, steps: int) -> dict:
@@ -333,35 +357,47 @@ class Trainer:
         return float(loss), float(np.mean(logits.argmax(axis=1) == labels))
 
     def _save(self, backend, position: Position, epoch_losses: list[float] = ()) -> None:
-        """Checkpoint and weights; inside an epoch the checkpoint keeps the epoch's losses so far."""
+        """Checkpoint and weights; inside an epoch the checkpoint keeps the epoch's losses so far. The state
+        is read now; the files are written on the saver's thread while the next epoch trains."""
         if not self.writer:
             return
         state = backend.state()
         extra = {EPOCH_LOSSES: np.asarray(epoch_losses, np.float64)} if len(epoch_losses) else {}
-        save_checkpoint(self.out, {**state, **extra}, position, self._config_json())
         last = self.history[-1] if self.history else {}
-        save_model(self.out, state["params"], self.model, self.train, self.preset, classes=list(self.data.classes),
-                   epochs_done=position.epoch, global_step=position.global_step, backend=self.options.backend,
-                   test_accuracy=last.get("test_accuracy"), train_accuracy=last.get("train_accuracy"),
-                   data=self.data.info)
+        model_info = dict(classes=list(self.data.classes), epochs_done=position.epoch, global_step=position.global_step,
+                          backend=self.options.backend, test_accuracy=last.get("test_accuracy"),
+                          train_accuracy=last.get("train_accuracy"), data=self.data.info)
+
+        def write():
+            save_checkpoint(self.out, {**state, **extra}, position, self._config_json())
+            save_model(self.out, state["params"], self.model, self.train, self.preset, **model_info)
+        self._saver.submit(write)
 
     def _plot(self, every_seconds: float = 0.0) -> None:
         """Redraw curves.png and gradients.png, at most every `every_seconds` (drawing costs about a second each)."""
         if not self.history or time.perf_counter() - self._last_plot < every_seconds:
             return
         from litenet.train.plots import plot_gradients, plot_training
-        plot_training(self.metrics.path, self.out / "curves.png")
-        plot_gradients(self.metrics.path, self.out / "gradients.png")
+        with self._host_work("plots"):
+            run = self.columns.log()
+            plot_training(run, self.out / "curves.png")
+            plot_gradients(run, self.out / "gradients.png")
         self._last_plot = time.perf_counter()
 
     def _report_process(self) -> None:
-        """The process's wall time so far against the epochs it trained: what start-up, evaluation and
-        saving cost on top of training (one line, and a "process" record in metrics.jsonl)."""
+        """The process's wall time so far against the epochs it trained, and where the rest went: start-up
+        (imports, data, the backend and its kernels), evaluation, saving, plots, and other (the loop
+        between epochs); one line, and a "process" record in metrics.jsonl."""
         process, epochs = process_seconds(), sum(self._epoch_seconds)
         ratio = round(process / max(epochs, 1e-9), 2)  # rounded once, so the line and the record agree
-        self.metrics.write([{"type": "process", "seconds": round(process, 3), "epoch_seconds": round(epochs, 3),
-                             "epochs": len(self._epoch_seconds), "ratio": ratio}])
-        print(f"litenet train: process {seconds(process)} for {seconds(epochs)} of epochs ({ratio:.2f}×)", flush=True)
+        spent = {"start-up": self._started_training or 0.0, **self._host_seconds}
+        spent["other"] = max(0.0, process - epochs - sum(spent.values()))
+        self._write([{"type": "process", "seconds": round(process, 3), "epoch_seconds": round(epochs, 3),
+                      "epochs": len(self._epoch_seconds), "ratio": ratio,
+                      "beside_epochs": {k: round(v, 3) for k, v in spent.items()}}])
+        parts = ", ".join(f"{k} {seconds(v)}" for k, v in spent.items())
+        print(f"litenet train: process {seconds(process)} for {seconds(epochs)} of epochs ({ratio:.2f}×); "
+              f"beside them: {parts}", flush=True)
 
     def _report_epoch(self, r: dict, bar) -> None:
         done = r["epoch"] + 1
@@ -369,6 +405,36 @@ class Trainer:
         bar.write(f"epoch {done}/{self.train.epochs}  loss {r['train_loss']:.4f}  "
                   f"train {100 * r['train_accuracy']:.2f}%  test {100 * r['test_accuracy']:.2f}%  "
                   f"{r['seconds']:.1f} s ({r['images_per_second']:.0f} img/s)  ETA {duration(eta)}")
+
+
+class BackgroundWrites:
+    """One worker thread for the run's file writes, one write in flight at most: a checkpoint is written
+    while the next epoch trains, and the next one waits for it, so they land in order. A write's error is
+    raised by the next submit or wait."""
+
+    def __init__(self):
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
+
+    def submit(self, write) -> None:
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="litenet-save")
+        self._pending = self._pool.submit(write)
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        """Wait for the last write and end the thread (a later submit starts another)."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
 
 
 def seconds(value: float) -> str:

@@ -127,3 +127,33 @@ def test_figures_script_draws_everything(hand_run, model_dir, dataset, tmp_path,
     assert {"base-curves.png", "base-gradients.png", "base-confusion.png", "grid-2.saliency.png"} <= names
     assert any(n.startswith("odd-grey-300x200") and n.endswith(".saliency.png") for n in names)
     assert "| early" in capsys.readouterr().out
+
+
+def test_long_runs_are_drawn_from_a_bounded_number_of_points(tmp_path, monkeypatch):
+    """A figure draws each smoothed line from at most LINE_POINTS of its points and a noisy per-step
+    series as its range over bins of steps, so a long run redraws in about the time of a short one."""
+    from litenet.plotting import pyplot
+    from litenet.train import plots
+
+    plt = pyplot()
+    if plt is None:
+        pytest.skip("needs matplotlib")
+    n, chunks = 20_000, 400
+    rng = np.random.default_rng(0)
+    loss = 2 + rng.standard_normal(n)
+    run = monitors.RunLog(
+        folder=tmp_path, params=["a.weight", "a.bias", "b.weight", "ln.gamma"], loss_name="cross-entropy",
+        steps_per_epoch=100, step=np.arange(n), lr=np.linspace(1, 0, n), loss=loss, grad_norm=rng.random(n) + 0.1,
+        clipped=rng.random(n) < 0.01, grad_norms=rng.random((n, 4)) + 0.1, path=rng.random((n, 2, 3)) + 0.1,
+        chunk_step=np.arange(49, n, 50), chunk_len=np.full(chunks, 50), update_ratio=rng.random((chunks, 4)),
+        weight_norms=rng.random((chunks, 4)),
+        epochs=[{"epoch": 0, "step": 100, "test_loss": 2.0, "train_accuracy": 0.1, "test_accuracy": 0.1}])
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    assert plots.plot_training(run, tmp_path / "curves.png") and plots.plot_gradients(run, tmp_path / "gradients.png")
+    drawn = [len(line.get_xdata()) for fig in figures for ax in fig.axes for line in ax.get_lines()]
+    assert drawn and max(drawn) <= plots.LINE_POINTS + 1
+    loss_panel = figures[0].axes[0]
+    band = loss_panel.collections[0].get_paths()[0].vertices[:, 1]  # the per-step range, min to max
+    assert band.min() == pytest.approx(loss[:n // 20 * 20].min()) and band.max() == pytest.approx(loss.max())
+    assert (tmp_path / "gradients.png").read_bytes()[:4] == b"\x89PNG"

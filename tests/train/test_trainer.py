@@ -78,6 +78,53 @@ def test_kernel_preparation_and_process_time_are_reported_once(tmp_path, monkeyp
     assert process[0]["seconds"] > process[0]["epoch_seconds"]  # the interpreter's start and the imports count
     assert process[0]["ratio"] == pytest.approx(process[0]["seconds"] / process[0]["epoch_seconds"], rel=0.1)  # rounded
     assert f"of epochs ({process[0]['ratio']:.2f}×)" in out.splitlines()[-1]
+    # where the time beside the epochs went: each part counted, together the whole difference
+    beside = process[0]["beside_epochs"]
+    assert list(beside) == ["start-up", "evaluation", "saving", "plots", "other"]
+    assert beside["start-up"] > 0 and beside["evaluation"] > 0 and beside["plots"] > 0
+    assert min(beside.values()) >= 0
+    assert process[0]["epoch_seconds"] + sum(beside.values()) == pytest.approx(process[0]["seconds"], abs=0.05)
+    assert "beside them: start-up " in out.splitlines()[-1]
+
+
+def test_the_figures_are_drawn_from_the_records_written_not_read_back(tmp_path, monkeypatch):
+    """The trainer keeps the run's columns as it writes them (parsing metrics.jsonl again cost seconds
+    a redraw on long runs); they are what reading the file gives, resumed runs included."""
+    from litenet.train import monitors
+
+    make(tmp_path, stop_after_steps=14).run()
+    trainer = make(tmp_path, resume=True)
+    monkeypatch.setattr(monitors, "read_metrics", lambda path: pytest.fail("the figures re-read metrics.jsonl"))
+    trainer.run()
+    monkeypatch.undo()
+    kept, read = trainer.columns.log(), monitors.read_run(tmp_path)
+    assert [r["epoch"] for r in kept.epochs] == [r["epoch"] for r in read.epochs] == [0, 1, 2]
+    for name in ("step", "lr", "loss", "grad_norm", "clipped", "grad_norms", "path", "chunk_step", "chunk_len",
+                 "update_ratio", "weight_norms"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(read, name), err_msg=name)
+    assert list(kept.step) == list(range(30))
+
+
+def test_checkpoints_are_written_behind_the_loop_in_order_and_their_errors_surface(tmp_path):
+    """A write runs on the saver's thread while the loop goes on; the next write waits for it, and its
+    error is raised by the next submit or wait, not lost."""
+    import threading
+
+    from litenet.train.trainer import BackgroundWrites
+
+    saver, order, release = BackgroundWrites(), [], threading.Event()
+    saver.submit(lambda: (release.wait(5), order.append(1)))
+    assert order == []  # the loop was not held
+    release.set()
+    saver.submit(lambda: order.append(2))
+    saver.wait()
+    assert order == [1, 2]
+    saver.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        saver.close()
+    saver.submit(lambda: order.append(3))  # a closed saver starts a thread again
+    saver.close()
+    assert order == [1, 2, 3]
 
 
 def test_numpy_backend_reports_no_kernels(tmp_path, capsys):
