@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -59,3 +60,21 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_safetensors(path: str | os.PathLike, tensors: dict, metadata: dict[str, str]) -> None:
+    """Write NumPy tensors as a safetensors file, atomically. safetensors reports a failed write as
+    SafetensorError("… I/O error: No space left on device (os error 28)"): it is raised as the OSError it
+    was, naming the file, so the command's one-line message says what and where."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import save_file
+
+    with atomic_path(path) as tmp:
+        try:
+            save_file(tensors, str(tmp), metadata=metadata)
+        except SafetensorError as exc:
+            found = re.search(r"os error (\d+)", str(exc))
+            if found is None:
+                raise
+            code = int(found.group(1))
+            raise OSError(code, os.strerror(code), str(path)) from exc

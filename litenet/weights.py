@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.atomic import atomic_path, atomic_write_text
+from litenet.atomic import atomic_safetensors, atomic_write_text
 from litenet.errors import LiteNetError
 from litenet.model import ModelConfig, TrainConfig, configs_from_json, param_count, param_layout
 from litenet.paths import check_reachable, make_folder
@@ -23,12 +23,9 @@ WEIGHTS_FORMAT = "litenet-weights/1"
 
 def save_weights(path: str | Path, params: np.ndarray, model: ModelConfig, **metadata: str) -> None:
     """Write the flat buffer as named float32 tensors, atomically."""
-    from safetensors.numpy import save_file
-
     tensors = {p.name: np.ascontiguousarray(params[p.offset:p.offset + p.size].reshape(p.shape), np.float32)
                for p in param_layout(model)}
-    with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": WEIGHTS_FORMAT, **metadata})
+    atomic_safetensors(path, tensors, {"format": WEIGHTS_FORMAT, **metadata})
 
 
 def load_weights(path: str | Path, model: ModelConfig) -> np.ndarray:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from litenet.atomic import atomic_path, atomic_write_text
+from litenet.atomic import atomic_safetensors, atomic_write_text
 from litenet.errors import LiteNetError, naming
 
 CHECKPOINT_FILE = "checkpoint.safetensors"
@@ -31,13 +31,10 @@ class Position:
 
 
 def save_checkpoint(folder: Path, state: dict[str, np.ndarray], position: Position, config_json: str) -> None:
-    from safetensors.numpy import save_file
-
     metadata = {"format": FORMAT, "epoch": str(position.epoch), "step_in_epoch": str(position.step_in_epoch),
                 "global_step": str(position.global_step), "config": config_json}
     tensors = {k: np.ascontiguousarray(v) for k, v in state.items()}
-    with atomic_path(folder / CHECKPOINT_FILE) as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
+    atomic_safetensors(folder / CHECKPOINT_FILE, tensors, metadata)
 
 
 def load_checkpoint(folder: Path) -> tuple[dict[str, np.ndarray], Position, str]:
