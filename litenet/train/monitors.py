@@ -116,7 +116,7 @@ def _step_columns(steps: list[dict], tensors: int) -> dict[str, np.ndarray]:
 
     return dict(step=column("step", dtype=np.int64), lr=column("lr"), loss=column("loss"),
                 grad_norm=column("grad_norm"), clipped=column("clipped", dtype=bool),
-                grad_norms=column("grad_norms").reshape(len(steps), tensors),
+                grad_norms=column("grad_norms"),
                 path=column("path").reshape(len(steps), -1, 3),
                 chunk_step=column("step", chunks, np.int64), chunk_len=column("update_steps", chunks, np.int64),
                 update_ratio=nan_matrix("update_ratio"), weight_norms=nan_matrix("weight_norms"))
