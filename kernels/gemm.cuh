@@ -28,8 +28,9 @@
 #define LN_SLAB (LN_TILE * LN_TILE + LN_TILE)  // floats per split in scratch for a 64-row tile (+ column sums)
 #define LN_ROWS_MAX 16
 
-// Floats per split in scratch for a tile of 16·TM rows: the tile, then its 64 column sums.
-#define LN_SLAB_OF(TM) (16 * (TM) * LN_TILE + LN_TILE)
+// Floats per split in scratch for a tile of 16·TM rows: the tile, then its 64 column sums (row 16·TM).
+#define LN_SLAB_ROWS(TM) (16 * (TM))
+#define LN_SLAB_OF(TM) (LN_SLAB_ROWS(TM) * LN_TILE + LN_TILE)
 
 // q[0 … avail − 1] one float at a time (any alignment), zeros after (avail ≤ 4).
 __device__ __forceinline__ float4 load_partial4(const float* q, int avail) {

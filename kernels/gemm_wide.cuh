@@ -618,6 +618,12 @@ __device__ bool wide_block(Tile& tile, const WideCoords<Tile::ROWS>& wc, const M
     return colsums;
 }
 
+// Whether this thread holds part q's column sums: where the tile has them (`colsums`), only the parts in
+// its first 128 rows, threads t < 64 (one column each).
+__device__ __forceinline__ bool part_colsums(bool colsums, int q) {
+    return colsums && q / 2 == 0 && threadIdx.x < LN_TILE;
+}
+
 // The block's partial of each 128 × 64 part q of its tile into slab wc.split of that part's slabs (part
 // PARTS·tile + q: `splits` slabs of LN_SLAB_OF(8) floats each, splitk.cuh's tall layout), with part q's
 // column sums (thread t < 64: column 64·(q % 2) + t's) where the tile has them, in its first 128 rows.
@@ -629,7 +635,7 @@ __device__ void store_wide_partials(Tile& tile, const WideCoords<Tile::ROWS>& wc
     for (int q = 0; q < PARTS; ++q) {  // unrolled: the fp32 tile's accumulators are indexed by q
         float part[8][4];
         tile.part(q, part, s);
-        const bool col = colsums && q / 2 == 0 && threadIdx.x < LN_TILE;
+        const bool col = part_colsums(colsums, q);
         store_slab<8>(scratch + ((size_t)(PARTS * wc.tile + q) * splits + wc.split) * LN_SLAB_OF(8), part, col,
                       col ? s.colsums[LN_TILE * (q % 2) + threadIdx.x] : 0.f);
     }
@@ -652,7 +658,6 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
     const WideCoords<Tile::ROWS> wc(splits, N);
     Tile tile;
     const bool colsums = wide_block(tile, wc, a, b, M, N, K, splits, first_row_sums, s);
-    auto part_colsums = [&](int q) { return colsums && q / 2 == 0 && threadIdx.x < LN_TILE; };
     // K split: every part's partial is stored, then the block arrives once for the whole tile (one
     // fence and one counter, where the tall tile's fixup on each part would take four, whose fences and
     // store throttling cost a four-split product a tenth of its time), and the last of the tile's
@@ -665,7 +670,7 @@ __device__ void gemm_wide(const MA& a, const MB& b, int M, int N, int K, int spl
 #pragma unroll
     for (int q = 0; q < PARTS; ++q) {
         float part[8][4], colsum = 0.f;
-        const bool col = part_colsums(q);
+        const bool col = part_colsums(colsums, q);
         if (splits > 1) {
             sum_slabs<8>(part, colsum, col, scratch + (size_t)(PARTS * wc.tile + q) * splits * LN_SLAB_OF(8), 0, 1,
                          splits);

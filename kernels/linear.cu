@@ -408,7 +408,7 @@ extern "C" __global__ void linear_backward_weight_sum_wide(const float* scratch,
         const bool bias = e >= n_in * n_out;
         const int i = bias ? 0 : e / n_out, o = bias ? e - n_in * n_out : e % n_out;
         const int part = 2 * ((i / LN_WIDE) * tiles_n + o / LN_WIDE) + (o % LN_WIDE) / LN_TILE;
-        const float* p = scratch + (size_t)part * splits * LN_SLAB_OF(8) + (bias ? 16 * 8 : i % LN_WIDE) * LN_TILE +
+        const float* p = scratch + (size_t)part * splits * LN_SLAB_OF(8) + (bias ? LN_SLAB_ROWS(8) : i % LN_WIDE) * LN_TILE +
                          o % LN_TILE;
         float total = 0.f;
 #pragma unroll 8
