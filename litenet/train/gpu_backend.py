@@ -6,8 +6,9 @@ made before the first step. A step reads its batch, augmentation draws, learning
 count from a schedule on the device through a device-side step counter, so its launch list is
 captured once as a CUDA graph and replayed with no host synchronisation; statistics stay on the
 device, one row per step, until fetch_stats. Evaluation is the same walk without the backward, in
-the same arena, over a split kept on the device: one upload, one captured graph replayed a batch at a
-time, one download (litenet/lowering/evaluation.py).
+the same arena, at the largest batch (up to 1,024 images) that needs no more of it than the training
+batch, over a split kept on the device: one upload, one captured graph replayed a batch at a time, one download
+(litenet/lowering/evaluation.py).
 
 Options: `kernels` "fast" (default) or "reference"; `precision` fp32 | tf32 | bf16 (the fast tier's
 products; the reference tier is fp32 and refuses the others); `check_kernels` N runs the first N steps
@@ -50,6 +51,10 @@ def check_images(images, what: str) -> None:
                            f"{getattr(images, 'shape', None)}")
 
 
+# The largest batch evaluation runs at: larger gained little more and cost planning time at start-up.
+EVAL_BATCH_MAX = 1024
+
+
 class GpuBackend:
     """Trains with the kernels in kernels/ (see the module docstring); the methods of every backend."""
 
@@ -57,7 +62,8 @@ class GpuBackend:
 
     def __init__(self, model, train, params: np.ndarray, device=None, precision: str | None = None,
                  kernels: str = "fast", check_kernels: int = 0, graph: bool = True, steps_per_graph: int = 8,
-                 capacity: int | None = None, comm=None, print_launches: bool = False, **tiles):
+                 capacity: int | None = None, comm=None, print_launches: bool = False, eval_batch: int | None = None,
+                 **tiles):
         precision = precision or train.precision
         if precision not in PRECISIONS:
             raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
@@ -67,6 +73,8 @@ class GpuBackend:
             raise UsageError(f"--kernels reference computes in fp32; --precision {precision} needs --kernels fast")
         if check_kernels < 0:
             raise UsageError("--check-kernels needs a number of steps ≥ 0")
+        if eval_batch is not None and eval_batch < 1:
+            raise UsageError(f"eval_batch must be ≥ 1; got {eval_batch}")
         if train.activations == "recompute" and kernels == "reference":
             raise UsageError("--activations recompute is a fast-tier rewrite; use --kernels fast or activations keep")
         params = np.asarray(params)
@@ -89,7 +97,7 @@ class GpuBackend:
         options = dict(precision=precision, sm_count=device.sm_count, world_size=self.comm.world_size if self.comm else None,
                        **tiles)
         self.program = lower_training(model, train, self.batch, self.capacity, kernels, **options)
-        self.eval_program = over_split(lower_forward(model, self.batch, kernels, **options), model, self.batch)
+        self.eval_batch, self.eval_program = self._evaluation(self._timeline(check_kernels), kernels, options, eval_batch)
         if print_launches:
             print(self.program.describe(), file=sys.stderr)
         # Every kernel the run launches, compiled (in parallel where the cache lacks them) before the first.
@@ -109,6 +117,30 @@ class GpuBackend:
         # Draw kinds whose whole ring holds "off" (filled once): a call that leaves them out uploads nothing,
         # since every upload from host memory waits for the stream, and small steps feel each wait.
         self._off_rings: set[str] = set()
+
+    def _evaluation(self, timeline: Program, kernels: str, options: dict, asked: int | None) -> tuple[int, Program]:
+        """The evaluation's batch and program: `asked`, or else the largest of the training batch times 2ᵏ up
+        to EVAL_BATCH_MAX whose arena (step and evaluation together) is no larger than at the training
+        batch, so scoring the test set costs fewer, fuller launches and no memory. (At batch 128 the
+        Mixer's forward needs split-K scratch that a larger batch does not, so the largest can need the
+        least.) On the CPU emulator, whose cost is per thread, a padded last batch costs what a whole one
+        does: there it is the training batch unless asked."""
+        def program(batch: int) -> Program:
+            return over_split(lower_forward(self.model, batch, kernels, **options), self.model, batch)
+
+        at_training = program(self.batch)
+        if asked is not None or self.dev.capability == "emulated":
+            return (asked, program(asked)) if asked else (self.batch, at_training)
+        bytes_at_training = Arena.plan(timeline, at_training).size
+        batch = self.batch
+        while batch * 2 <= EVAL_BATCH_MAX:
+            batch *= 2
+        while batch > self.batch:
+            candidate = program(batch)
+            if Arena.plan(timeline, candidate).size <= bytes_at_training:
+                return batch, candidate
+            batch //= 2
+        return self.batch, at_training
 
     def _timeline(self, check_kernels: int) -> Program:
         """What the arena's liveness follows: the step's calls — and, where --check-kernels will hold each
@@ -232,7 +264,7 @@ class GpuBackend:
         return reduce_stats(self.stats_layout.unpack(rows), self.comm)
 
     def logits(self, images: np.ndarray, batch_size: int | None = None) -> np.ndarray:
-        """Forward only, through the evaluation program at the training batch (`batch_size` is the NumPy
+        """Forward only, through the evaluation program at `eval_batch` (`batch_size` is the NumPy
         backend's): the images go up once, a captured graph scores them a batch per replay, the logits come
         down once."""
         check_images(images, "images")
@@ -242,7 +274,7 @@ class GpuBackend:
         self._make_split_room(n)
         self.dev.upload(self.v["eval/" + SPLIT_IMAGES][:n], np.asarray(images))
         self.dev.upload(self.v["eval/" + SPLIT_COUNTER], np.array([0, n], np.int32))
-        batches, done = math.ceil(n / self.batch), 0
+        batches, done = math.ceil(n / self.eval_batch), 0
         while done < batches:
             if self.use_graph:
                 done += self._replay_group(self._eval, self._eval_graphs, batches - done)
@@ -257,7 +289,7 @@ class GpuBackend:
         the evaluation's launches are bound to them, so growing them drops the captured graphs."""
         if n <= self._split_room:
             return
-        room = math.ceil(n / self.batch) * self.batch
+        room = math.ceil(n / self.eval_batch) * self.eval_batch
         classes = ops_of(self.model)[-1].shape[-1]
         self._eval_graphs = {}  # they point at the old buffers: drop them before those go
         self.v["eval/" + SPLIT_IMAGES] = self.dev.to_device(np.zeros((room, 32, 32, 3), np.uint8))

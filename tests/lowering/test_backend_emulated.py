@@ -153,6 +153,38 @@ def test_logits_state_and_reports(emu):
     assert report["arena_bytes"] > 0 and "| params |" in report["buffers"]
 
 
+def test_evaluation_at_a_larger_batch_gives_the_same_logits(emu):
+    """Evaluation may run at a larger batch than training (on a GPU, the largest that needs no more memory):
+    every image's logits agree to fp32 rounding (a product's summation order follows its tiles, which
+    follow the batch) and name the same class, a padded last batch included."""
+    images, _ = data(30, MIXER.classes, seed=5)
+    params = init_params(MIXER, 0)
+    at_training = GpuBackend(MIXER, ADAMW, params, device=emu())
+    larger = GpuBackend(MIXER, ADAMW, params, device=emu(), eval_batch=4 * at_training.batch)
+    assert at_training.eval_batch == at_training.batch and larger.eval_batch == 4 * at_training.batch
+    wide, narrow = larger.logits(images), at_training.logits(images)
+    np.testing.assert_allclose(wide, narrow, rtol=1e-5, atol=1e-6)
+    assert np.array_equal(wide.argmax(axis=1), narrow.argmax(axis=1))
+    with pytest.raises(UsageError, match="eval_batch"):
+        GpuBackend(MIXER, ADAMW, params, device=emu(), eval_batch=0)
+
+
+def test_a_gpu_evaluates_at_the_largest_batch_that_fits_in_the_step(emu):
+    """Off the emulator the evaluation batch is the training batch times 2ᵏ, at most EVAL_BATCH_MAX, whose
+    arena is no larger than evaluating at the training batch would make it."""
+    from litenet.train.gpu_backend import EVAL_BATCH_MAX
+
+    class LikeAGpu(emu):
+        capability = "sm_90"
+
+    gpu = GpuBackend(MIXER, ADAMW, init_params(MIXER, 0), device=LikeAGpu())
+    assert gpu.batch <= gpu.eval_batch <= EVAL_BATCH_MAX and gpu.eval_batch % gpu.batch == 0
+    at_training = GpuBackend(MIXER, ADAMW, init_params(MIXER, 0), device=LikeAGpu(), eval_batch=gpu.batch)
+    assert gpu.arena.size <= at_training.arena.size
+    larger = GpuBackend(MIXER, ADAMW, init_params(MIXER, 0), device=LikeAGpu(), eval_batch=2 * gpu.eval_batch)
+    assert gpu.eval_batch == EVAL_BATCH_MAX or larger.arena.size > at_training.arena.size  # the largest that fits
+
+
 @pytest.mark.parametrize("case, check", [("mixer-bf16-cutmix", 0), ("mlp-ops-tiles", 1)])
 def test_every_launched_kernel_is_prepared_before_the_first_launch(emu, case, check):
     """GpuBackend hands the device every kernel of the step, the parameter copies, the evaluation (and,
