@@ -62,7 +62,7 @@ __device__ __forceinline__ void forward_epilogue(const TileAt<TM>& tc, const flo
             if (residual != nullptr && tc.n(j) < n_out) v[j] += residual[(size_t)tc.m(i) * n_out + tc.n(j)];
             g[j] = GELU ? gelu_value(v[j]) : 0.f;
         }
-        store_row4(u, n_out, tc.m(i), tc.n(0), n_out, v);
+        if (u != nullptr) store_row4(u, n_out, tc.m(i), tc.n(0), n_out, v);
         if (GELU && a != nullptr) store_row4(a, n_out, tc.m(i), tc.n(0), n_out, g);
         if (GELU && a16 != nullptr) store_row4_bf16(a16, n_out, tc.m(i), tc.n(0), n_out, g);
     }
@@ -368,6 +368,15 @@ linear_gelu_forward_to_copy_wide_bf16(const unsigned short* x, const unsigned sh
                                       unsigned short* a16, int B, int n_in, int n_out, int splits, float* scratch,
                                       unsigned int* counters) {
     linear_forward_wide_body<PrecBf16, true>(x, W, bias, u, nullptr, B, n_in, n_out, splits, scratch, counters, a16);
+}
+
+// A forward pass with no backward after it (evaluation) reads neither u nor a: only the copy is written.
+extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)
+linear_gelu_forward_copy_only_wide_bf16(const unsigned short* x, const unsigned short* W, const float* bias,
+                                        unsigned short* a16, int B, int n_in, int n_out, int splits, float* scratch,
+                                        unsigned int* counters) {
+    linear_forward_wide_body<PrecBf16, true>(x, W, bias, nullptr, nullptr, B, n_in, n_out, splits, scratch, counters,
+                                             a16);
 }
 
 extern "C" __global__ void __launch_bounds__(LN_THREADS, LN_WIDE_BLOCKS_BF16)

@@ -111,6 +111,9 @@ class GpuBackend:
         self._eval, self._eval_graphs, self._split_room = None, {}, 0  # bound once the split's buffers exist
         self._refresh = [bind(c, self.v) for c in self.program.refresh]
         self._refresh_copies()
+        # A parameter copy the evaluation reads and the step does not keep (its batch may take wide tiles where
+        # the step's does not) is remade before each evaluation.
+        self._eval_refresh = [bind(c, self.v) for c in self.eval_program.refresh if c not in self.program.refresh]
         self._steps = self._graphs = None
         self._dataset, self._host_set = None, None
         self._pos, self._done, self._pending, self.updates = 0, 0, [], 0
@@ -156,6 +159,7 @@ class GpuBackend:
         yield from self.program.calls()
         yield from self.program.refresh
         yield from self.eval_program.calls()
+        yield from self.eval_program.refresh
         if check_kernels:
             yield from (c for r in self.program.regions for c in r.reference)
 
@@ -274,6 +278,8 @@ class GpuBackend:
         self._make_split_room(n)
         self.dev.upload(self.v["eval/" + SPLIT_IMAGES][:n], np.asarray(images))
         self.dev.upload(self.v["eval/" + SPLIT_COUNTER], np.array([0, n], np.int32))
+        for launch in self._eval_refresh:
+            self.dev.launch(launch)
         batches, done = math.ceil(n / self.eval_batch), 0
         while done < batches:
             if self.use_graph:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import signal
 import sys
@@ -39,6 +40,7 @@ from litenet.paths import make_folder
 
 EPOCH_LOSSES = "epoch_losses"  # a checkpoint's record of the interrupted epoch's losses so far
 TRAIN_EVAL_IMAGES = 10_000  # training accuracy is measured on this fixed prefix, not all 50,000
+REDRAW_SECONDS = 60  # how often the figures are redrawn during a run
 HOST_WORK = ("evaluation", "saving", "plots")  # what the process report counts apart, beside start-up
 
 
@@ -139,6 +141,7 @@ class Trainer:
         self._resumed_losses: list[float] = []
         self._epoch_seconds: list[float] = []  # of the epochs this process trained
         self._saver = BackgroundWrites()
+        self._drawer = BackgroundWrites("litenet-plot")  # the figures, apart: a save need not wait for a drawing
         self._started_training: float | None = None  # the process's age when its first epoch began
         self._host_seconds = dict.fromkeys(HOST_WORK, 0.0)  # outside the epochs, by what it was spent on
 
@@ -235,6 +238,8 @@ class Trainer:
             bar.close()  # before any last line, so none is drawn over the bar
             with self._host_work("saving"):
                 self._saver.close()  # every file written (or its error raised) before the run ends
+            with self._host_work("plots"):
+                self._drawer.close()  # the redraw in flight; then the last one, from every record
             if self.writer:
                 self._plot()
         if ended is not None:
@@ -303,7 +308,7 @@ class Trainer:
             self._write([record])
             with self._host_work("saving"):
                 self._save(backend, position)
-            self._plot(every_seconds=60)
+            self._plot(every_seconds=REDRAW_SECONDS)
             self._report_epoch(record, bar)
         stop = agree(self.comm, interrupt.requested, backend.weights())  # Ctrl-C during the evaluation
         if (stop or at_limit) and epoch + 1 < self.train.epochs:
@@ -374,14 +379,21 @@ class Trainer:
         self._saver.submit(write)
 
     def _plot(self, every_seconds: float = 0.0) -> None:
-        """Redraw curves.png and gradients.png, at most every `every_seconds` (drawing costs about a second each)."""
+        """Redraw curves.png and gradients.png (about a second each): during the run at most every
+        `every_seconds`, on the drawer's thread while the next epoch trains, none while one is in flight;
+        at the end (`every_seconds` 0), here."""
         if not self.history or time.perf_counter() - self._last_plot < every_seconds:
             return
         from litenet.train.plots import plot_gradients, plot_training
-        with self._host_work("plots"):
-            run = self.columns.log()
+
+        def draw(run):
             plot_training(run, self.out / "curves.png")
             plot_gradients(run, self.out / "gradients.png")
+        with self._host_work("plots"):
+            if not every_seconds:
+                draw(self.columns.log())
+            elif not self._drawer.busy:
+                self._drawer.submit(functools.partial(draw, self.columns.log()))  # the columns as they are now
         self._last_plot = time.perf_counter()
 
     def _report_process(self) -> None:
@@ -412,14 +424,20 @@ class BackgroundWrites:
     while the next epoch trains, and the next one waits for it, so they land in order. A write's error is
     raised by the next submit or wait."""
 
-    def __init__(self):
+    def __init__(self, name: str = "litenet-save"):
+        self.name = name
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a write is still in flight."""
+        return self._pending is not None and not self._pending.done()
 
     def submit(self, write) -> None:
         self.wait()
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="litenet-save")
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
         self._pending = self._pool.submit(write)
 
     def wait(self) -> None:

@@ -89,11 +89,12 @@ def _weight_sums_apart(r, rng, kernel, B, n_in, n_out, splits, sum_grid=3):
     return {"∂W": dW, "∂b": db}, {"∂W": x64.T @ dy64, "∂b": dy64.sum(axis=0)}, {"∂W": B, "∂b": B}, counters
 
 
-@case("linear_gelu_forward_to_copy_wide", "linear_backward_input_gelu_to_copy_wide")
+@case("linear_gelu_forward_to_copy_wide", "linear_gelu_forward_copy_only_wide", "linear_backward_input_gelu_to_copy_wide")
 def _gelu_to_copy(r, rng, kernel, B, n_in, n_out, splits=1):
-    """The wide BF16 GELU products that write no fp32 GELU output / ∂u, only its BF16 copy: u and the copy
-    bit for bit the full kernel's (which the harness holds to NumPy), the copy within BF16's bound of NumPy."""
-    full = kernel.replace("_to_copy", "")
+    """The wide BF16 GELU products that write no fp32 GELU output / ∂u, only its BF16 copy (and the forward's
+    copy-only version, not u either): what they write bit for bit the full kernel's (which the harness holds
+    to NumPy), the copy within BF16's bound of NumPy."""
+    full = kernel.replace("_to_copy", "").replace("_copy_only", "")
     x, W, b, dy, u = _operands(rng, (B, n_in), (n_in, n_out), (n_out,), (B, n_out), (B, n_in))
     W /= np.sqrt(n_in)
     sizes = dict(B=i32(B), n_in=i32(n_in), n_out=i32(n_out), splits=i32(splits))
@@ -104,7 +105,9 @@ def _gelu_to_copy(r, rng, kernel, B, n_in, n_out, splits=1):
     for name in (kernel, full):
         copy = _copy16(r, (rows, cols))
         if forward:
-            named = dict(x=_operand(r, full, x), W=_operand(r, full, W), bias=r.put(b), u=_nan(r, (rows, cols)), a16=copy)
+            named = dict(x=_operand(r, full, x), W=_operand(r, full, W), bias=r.put(b), a16=copy)
+            if "_copy_only" not in name:
+                named["u"] = _nan(r, (rows, cols))
             if name == full:
                 named["a"] = _nan(r, (rows, cols))
         else:
@@ -310,6 +313,8 @@ MIXER_KERNEL_SHAPES = [
     ("token_linear_backward_weight_partials", dict(T=1, T_out=9, N=1000, splits=7)),
     # the wide BF16 GELU products that write only the BF16 copy of their GELU output / ∂u
     ("linear_gelu_forward_to_copy_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
+    ("linear_gelu_forward_copy_only_wide_bf16", dict(B=130, n_in=40, n_out=136, splits=2)),
+    ("linear_gelu_forward_copy_only_wide_bf16", dict(B=256, n_in=128, n_out=256)),
     ("linear_backward_input_gelu_to_copy_wide_bf16", dict(B=70, n_in=129, n_out=50)),
     # the wide BF16 ∂W summed apart: ragged tiles both ways, past LN_GROUP splits; one split, whole tiles
     ("linear_backward_weight_partials_wide_bf16", dict(B=600, n_in=130, n_out=200, splits=19)),

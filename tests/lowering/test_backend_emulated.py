@@ -169,6 +169,28 @@ def test_evaluation_at_a_larger_batch_gives_the_same_logits(emu):
         GpuBackend(MIXER, ADAMW, params, device=emu(), eval_batch=0)
 
 
+@pytest.mark.parametrize("wide_from_rows", [None, "evaluation only"])
+def test_bf16_evaluation_runs_the_channel_products_as_the_step_does(emu, monkeypatch, wide_from_rows):
+    """In BF16 the evaluation takes the step's wide channel products, and its GELU product writes only the
+    copy fc2 reads (no backward reads u). Where its batch takes wide tiles and the step's does not, the
+    parameters' BF16 copy it reads is remade before each evaluation: its logits follow the weights the steps
+    made, within BF16's rounding of the NumPy backend's."""
+    from litenet.lowering.fast import tokens
+
+    model, train, options = FAST["mixer-wide-bf16"]
+    if wide_from_rows:  # wide tiles for products of more rows than a training batch has
+        options = {}
+        rows = train.batch_size * (32 // model.patch) ** 2
+        monkeypatch.setattr(tokens, "choose_wide", lambda M, N, K, precision: M > rows)
+    _, _, gpu, ref = run_pair(model, train, emu(), count=2, eval_batch=4 * train.batch_size, **options)
+    step, evaluation = ({c.kernel for c in p.calls()} for p in (gpu.program, gpu.eval_program))
+    assert "linear_gelu_forward_copy_only_wide_bf16" in evaluation
+    assert ("linear_gelu_forward_to_copy_wide_bf16" in step) == (not wide_from_rows)
+    images, _ = data(40, model.classes, seed=5)
+    got, want = gpu.logits(images), ref.logits(images)
+    np.testing.assert_allclose(got, want, atol=0.02 * np.abs(want).max())
+
+
 def test_a_gpu_evaluates_at_the_largest_batch_that_fits_in_the_step(emu):
     """Off the emulator the evaluation batch is the training batch times 2ᵏ, at most EVAL_BATCH_MAX, whose
     arena is no larger than evaluating at the training batch would make it."""

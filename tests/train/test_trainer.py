@@ -127,6 +127,39 @@ def test_checkpoints_are_written_behind_the_loop_in_order_and_their_errors_surfa
     assert order == [1, 2, 3]
 
 
+def test_figures_are_redrawn_behind_the_loop_and_last_from_every_epoch(tmp_path, monkeypatch):
+    """A redraw during the run is drawn on the drawer's thread while the next epochs train, and none starts
+    while one is in flight; the last is drawn at the end, from every epoch."""
+    import threading
+
+    from litenet.train import plots
+    from litenet.train import trainer as trainer_module
+
+    drawn, released = [], threading.Event()
+
+    def slow_plot(run, out):
+        if threading.current_thread() is not threading.main_thread():
+            assert released.wait(10), "the loop waited for the redraw"
+        drawn.append((threading.current_thread().name, len(run.epochs)))
+        return True
+
+    report = Trainer._report_epoch
+
+    def release_after_the_last_epoch(self, record, bar):
+        report(self, record, bar)
+        if record["epoch"] == 2:
+            released.set()
+
+    monkeypatch.setattr(plots, "plot_training", slow_plot)
+    monkeypatch.setattr(plots, "plot_gradients", lambda run, out: True)
+    monkeypatch.setattr(trainer_module, "REDRAW_SECONDS", 1e-9)
+    monkeypatch.setattr(Trainer, "_report_epoch", release_after_the_last_epoch)
+    make(tmp_path).run()
+    (thread, epochs_then), last = drawn
+    assert thread.startswith("litenet-plot") and epochs_then == 1  # drawn after epoch 0, while 1 and 2 trained
+    assert last == ("MainThread", 3)
+
+
 def test_numpy_backend_reports_no_kernels(tmp_path, capsys):
     make(tmp_path).run()
     assert "kernels:" not in capsys.readouterr().out

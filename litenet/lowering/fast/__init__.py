@@ -55,7 +55,7 @@ class Net:
                                else GeometryTiles(precision, sm_count))
         self.scratch, self.counters = 1, 1
         # wide tiles for a patch network's channel products (tokens.tiling): None as geometry.choose_wide
-        # chooses, True wherever a wide version exists, False never; set for training steps only
+        # chooses, True wherever a wide version exists, False never
         self.wide: bool | None = False
         self.copied: set[str] = set()  # BF16 copies a launch so far writes (tokens.bf16)
         self.params16 = False  # whether a product reads the parameters' BF16 copy (the update keeps it)
@@ -145,7 +145,11 @@ def rewrite_forward(program: Program, model, batch: int, prefix: str, precision:
     """A forward pass in the fast tier (evaluation; inference with `blocks_per_sm` 2)."""
     net = Net(program, model, batch, prefix, precision, sm_count,
               tiles=_tiles(model, precision, sm_count, options, blocks_per_sm))
+    if net.tokens:
+        net.wide = options.get("wide")
     regions = apply(net, (tokens.RULES if net.tokens else vectors.RULES) + vectors.embed_rules(options.get("embed", "auto")))
+    if net.tokens:  # the channel products as the step runs them, and no fp32 output that nothing reads
+        regions = tokens.drop_unread(tokens.fuse_copies(regions))
     out = net.finish(regions)
     vectors.finish_copies(net, out)
     out.labels.update(batch=batch, tier="fast", tiles=net.tiles.name, precision=precision)

@@ -121,17 +121,19 @@ def fuse_copies(regions):
     return regions
 
 
-# A kernel that can leave out its fp32 output where nothing reads it, only the BF16 copy it writes beside it:
-# its `_to_copy` version and the fp32 output's parameter.
+# A kernel that can leave out an fp32 output where nothing reads it: its version without that output's
+# parameter. The GELU forward drops a (the wide BF16 products read its copy), then, in a forward pass with no
+# backward after it, u too.
 TO_COPY = {"linear_gelu_forward_wide_bf16": ("linear_gelu_forward_to_copy_wide_bf16", "a"),
+           "linear_gelu_forward_to_copy_wide_bf16": ("linear_gelu_forward_copy_only_wide_bf16", "u"),
            "linear_backward_input_gelu_wide_bf16": ("linear_backward_input_gelu_to_copy_wide_bf16", "du")}
 
 
 def drop_unread(regions):
     """The regions with each TO_COPY launch whose fp32 output no other launch touches switched to its version
-    that writes only the BF16 copy (the wide BF16 products read the copies): those bytes are never written,
-    nor placed in the arena. --check-kernels gives the reference calls that read such an output its copy's
-    values (check_kernels.Checker._source)."""
+    without it (the wide BF16 products read the copies), as far as the table goes: those bytes are never
+    written, nor placed in the arena. --check-kernels gives the reference calls that read such an output its
+    copy's values (check_kernels.Checker._source)."""
     touched: dict[str, int] = {}
     for region in regions:
         for call in region.calls:
@@ -140,9 +142,10 @@ def drop_unread(regions):
     for region in regions:
         for call in region.calls:
             version, output = TO_COPY.get(call.kernel, (None, None))
-            if version and touched[call.args[output].tensor] == 1:
+            while version and touched[call.args[output].tensor] == 1:
                 call.kernel = version
                 del call.args[output]
+                version, output = TO_COPY.get(call.kernel, (None, None))
     return regions
 
 
