@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import signal
 import sys
@@ -33,6 +32,7 @@ from litenet.train.checkpoint import CHECKPOINT_FILE, MetricsLog, Position, load
 from litenet.train.monitors import RunColumns
 from litenet.train.network import loss_and_dlogits
 from litenet.train.progress import duration, process_seconds, progress_bar
+from litenet.train.redraw import Redrawer, draw_figures
 from litenet.train.parallel.comm import SingleRank, agree, local_columns, reduces
 from litenet.train.run_lock import hold_run_folder
 from litenet.weights import save_model
@@ -141,7 +141,7 @@ class Trainer:
         self._resumed_losses: list[float] = []
         self._epoch_seconds: list[float] = []  # of the epochs this process trained
         self._saver = BackgroundWrites()
-        self._drawer = BackgroundWrites("litenet-plot")  # the figures, apart: a save need not wait for a drawing
+        self._redrawer = Redrawer(self.out)
         self._started_training: float | None = None  # the process's age when its first epoch began
         self._host_seconds = dict.fromkeys(HOST_WORK, 0.0)  # outside the epochs, by what it was spent on
 
@@ -239,7 +239,7 @@ class Trainer:
             with self._host_work("saving"):
                 self._saver.close()  # every file written (or its error raised) before the run ends
             with self._host_work("plots"):
-                self._drawer.close()  # the redraw in flight; then the last one, from every record
+                self._redrawer.close()  # the redraw in flight; then the last one, from every record
             if self.writer:
                 self._plot()
         if ended is not None:
@@ -379,21 +379,16 @@ class Trainer:
         self._saver.submit(write)
 
     def _plot(self, every_seconds: float = 0.0) -> None:
-        """Redraw curves.png and gradients.png (about a second each): during the run at most every
-        `every_seconds`, on the drawer's thread while the next epoch trains, none while one is in flight;
-        at the end (`every_seconds` 0), here."""
+        """Redraw curves.png and gradients.png (about a second together): during the run at most every
+        `every_seconds`, in a child process while the next epochs train (redraw.py); at the end
+        (`every_seconds` 0), here."""
         if not self.history or time.perf_counter() - self._last_plot < every_seconds:
             return
-        from litenet.train.plots import plot_gradients, plot_training
-
-        def draw(run):
-            plot_training(run, self.out / "curves.png")
-            plot_gradients(run, self.out / "gradients.png")
         with self._host_work("plots"):
-            if not every_seconds:
-                draw(self.columns.log())
-            elif not self._drawer.busy:
-                self._drawer.submit(functools.partial(draw, self.columns.log()))  # the columns as they are now
+            if every_seconds:
+                self._redrawer.submit(self.columns.log())  # the columns as they are now
+            else:
+                draw_figures(self.columns.log(), self.out)
         self._last_plot = time.perf_counter()
 
     def _report_process(self) -> None:
@@ -424,20 +419,14 @@ class BackgroundWrites:
     while the next epoch trains, and the next one waits for it, so they land in order. A write's error is
     raised by the next submit or wait."""
 
-    def __init__(self, name: str = "litenet-save"):
-        self.name = name
+    def __init__(self):
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
-
-    @property
-    def busy(self) -> bool:
-        """Whether a write is still in flight."""
-        return self._pending is not None and not self._pending.done()
 
     def submit(self, write) -> None:
         self.wait()
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="litenet-save")
         self._pending = self._pool.submit(write)
 
     def wait(self) -> None:

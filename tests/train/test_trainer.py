@@ -127,37 +127,43 @@ def test_checkpoints_are_written_behind_the_loop_in_order_and_their_errors_surfa
     assert order == [1, 2, 3]
 
 
-def test_figures_are_redrawn_behind_the_loop_and_last_from_every_epoch(tmp_path, monkeypatch):
-    """A redraw during the run is drawn on the drawer's thread while the next epochs train, and none starts
-    while one is in flight; the last is drawn at the end, from every epoch."""
-    import threading
-
-    from litenet.train import plots
+def test_figures_are_redrawn_during_the_run_by_the_redrawer_and_last_here(tmp_path, monkeypatch):
+    """During the run the trainer hands the redrawer the columns as they are (it does not wait for the
+    drawing); the last figures are drawn here at the end, from every epoch, after the redrawer is done."""
+    from litenet.train import redraw
     from litenet.train import trainer as trainer_module
 
-    drawn, released = [], threading.Event()
-
-    def slow_plot(run, out):
-        if threading.current_thread() is not threading.main_thread():
-            assert released.wait(10), "the loop waited for the redraw"
-        drawn.append((threading.current_thread().name, len(run.epochs)))
-        return True
-
-    report = Trainer._report_epoch
-
-    def release_after_the_last_epoch(self, record, bar):
-        report(self, record, bar)
-        if record["epoch"] == 2:
-            released.set()
-
-    monkeypatch.setattr(plots, "plot_training", slow_plot)
-    monkeypatch.setattr(plots, "plot_gradients", lambda run, out: True)
+    events = []
     monkeypatch.setattr(trainer_module, "REDRAW_SECONDS", 1e-9)
-    monkeypatch.setattr(Trainer, "_report_epoch", release_after_the_last_epoch)
+    monkeypatch.setattr(redraw.Redrawer, "submit", lambda self, run: events.append(("child", len(run.epochs))))
+    monkeypatch.setattr(redraw.Redrawer, "close", lambda self: events.append(("closed",)))
+    monkeypatch.setattr(trainer_module, "draw_figures", lambda run, folder: events.append(("here", len(run.epochs))))
     make(tmp_path).run()
-    (thread, epochs_then), last = drawn
-    assert thread.startswith("litenet-plot") and epochs_then == 1  # drawn after epoch 0, while 1 and 2 trained
-    assert last == ("MainThread", 3)
+    assert events == [("child", 1), ("child", 2), ("child", 3), ("closed",), ("here", 3)]
+
+
+def test_the_redrawer_draws_in_a_child_process_one_drawing_at_a_time(tmp_path, monkeypatch):
+    """A redraw runs in another process (drawing would hold this one's loop): submit returns before the
+    figures exist, a redraw asked for while one is in flight is skipped, close waits for the one in flight,
+    and the figures are then there, drawn by the child from the columns handed over."""
+    pytest.importorskip("matplotlib")
+    from litenet.train import plots
+    from litenet.train.monitors import RunColumns
+    from litenet.train.redraw import Redrawer
+
+    make(tmp_path).run()
+    for name in ("curves.png", "gradients.png"):
+        (tmp_path / name).unlink()
+    columns = RunColumns(tmp_path / "metrics.jsonl")
+    columns.add(read_metrics(tmp_path / "metrics.jsonl"))
+    monkeypatch.setattr(plots, "plot_training", lambda *a: pytest.fail("drawn in the trainer's process"))
+    redrawer = Redrawer(tmp_path)
+    assert redrawer.submit(columns.log())
+    assert not redrawer.submit(columns.log())  # in flight: skipped
+    assert not (tmp_path / "curves.png").exists()  # not waited for (a fresh interpreter imports matplotlib first)
+    redrawer.close()
+    assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "gradients.png").stat().st_size > 0
+    assert not redrawer.busy and not list(tmp_path.glob("*.pickle"))
 
 
 def test_numpy_backend_reports_no_kernels(tmp_path, capsys):

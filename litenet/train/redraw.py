@@ -1,0 +1,92 @@
+"""The training figures redrawn during a run by a child process, while the loop goes on.
+
+Drawing holds the interpreter for about a second, so a thread that draws holds the training loop too (on
+an H100's host the epoch it overlapped took 0.9 s longer); a child process draws on another core. Each
+redraw is one `python -m litenet.train.redraw RUN FOLDER` over the run's columns pickled to a temporary
+file (a fresh interpreter, so nothing of the parent's is run again, as multiprocessing's spawn would run
+an unguarded script). One drawing at a time: a redraw asked for while one is in flight is skipped, since
+the next will show more. A redraw that fails in the child is dropped: the trainer draws the last figures
+itself, at the end, where any error is raised. Without matplotlib the redraws are left to the end too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from litenet.train.monitors import RunLog
+
+CHILD_SECONDS = 120  # longer than any drawing takes: close() ends a child still running then
+
+
+def draw_figures(run: RunLog, folder: Path) -> None:
+    """curves.png and gradients.png of `run` in `folder`."""
+    from litenet.train.plots import plot_gradients, plot_training
+
+    plot_training(run, Path(folder) / "curves.png")
+    plot_gradients(run, Path(folder) / "gradients.png")
+
+
+class Redrawer:
+    """Redraws `folder`'s figures in a child process (module docstring)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.available = importlib.util.find_spec("matplotlib") is not None
+        self._child: subprocess.Popen | None = None
+        self._columns: Path | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._child is not None and self._child.poll() is None
+
+    def submit(self, run: RunLog) -> bool:
+        """Start a child drawing `run`, unless one is drawing or none can; whether it started."""
+        if not self.available or self.busy:
+            return False
+        self.close()
+        fd, name = tempfile.mkstemp(prefix="litenet-redraw-", suffix=".pickle")
+        self._columns = Path(name)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(run, f, protocol=pickle.HIGHEST_PROTOCOL)
+            env = dict(os.environ)  # the child imports this litenet, wherever the parent found it
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
+            self._child = subprocess.Popen([sys.executable, "-m", "litenet.train.redraw", name, str(self.folder)],
+                                           env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:  # a full temporary folder, no interpreter to start: the redraws wait for the end
+            self.available = False
+            self.close()
+            return False
+        return True
+
+    def close(self) -> None:
+        """Wait for the drawing in flight (ending a child that outlives CHILD_SECONDS); remove its columns."""
+        child, self._child = self._child, None
+        if child is not None:
+            try:
+                child.wait(timeout=CHILD_SECONDS)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        if self._columns is not None:
+            self._columns.unlink(missing_ok=True)
+            self._columns = None
+
+
+def main(argv: list[str]) -> int:
+    columns, folder = Path(argv[0]), Path(argv[1])
+    with open(columns, "rb") as f:
+        run = pickle.load(f)
+    draw_figures(run, folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
