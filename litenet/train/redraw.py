@@ -1,10 +1,10 @@
 """The training figures redrawn during a run by a child process, while the loop goes on.
 
 Drawing holds the interpreter for about a second, so a thread that draws holds the training loop too (on
-an H100's host the epoch it overlapped took 0.9 s longer); a child process draws on another core. Each
-redraw is one `python -m litenet.train.redraw RUN FOLDER` over the run's columns pickled to a temporary
-file (a fresh interpreter, so nothing of the parent's is run again, as multiprocessing's spawn would run
-an unguarded script). One drawing at a time: a redraw asked for while one is in flight is skipped, since
+an H100's host the epoch it overlapped took 0.9 s longer); a child process draws on another core, at the
+lowest priority. Each redraw is one `python -m litenet.train.redraw COLUMNS FOLDER` over the run's columns
+pickled to a temporary file, in memory where the system has /dev/shm (a fresh interpreter, so nothing of
+the parent's is run again, as multiprocessing's spawn would run an unguarded script). One drawing at a time: a redraw asked for while one is in flight is skipped, since
 the next will show more. A redraw that fails in the child is dropped: the trainer draws the last figures
 itself, at the end, where any error is raised. Without matplotlib the redraws are left to the end too.
 """
@@ -22,6 +22,13 @@ from pathlib import Path
 from litenet.train.monitors import RunLog
 
 CHILD_SECONDS = 120  # longer than any drawing takes: close() ends a child still running then
+# Drawing needs no thread pools; the trainer's threads keep the cores.
+ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+def _memory_folder() -> str | None:
+    """A folder in memory for the columns handed over (no disk write-back beside the trainer's writes)."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def draw_figures(run: RunLog, folder: Path) -> None:
@@ -50,12 +57,13 @@ class Redrawer:
         if not self.available or self.busy:
             return False
         self.close()
-        fd, name = tempfile.mkstemp(prefix="litenet-redraw-", suffix=".pickle")
+        fd, name = tempfile.mkstemp(prefix="litenet-redraw-", suffix=".pickle", dir=_memory_folder())
         self._columns = Path(name)
         try:
             with os.fdopen(fd, "wb") as f:
                 pickle.dump(run, f, protocol=pickle.HIGHEST_PROTOCOL)
-            env = dict(os.environ)  # the child imports this litenet, wherever the parent found it
+            env = dict(os.environ, **ONE_THREAD)
+            # the child imports this litenet, wherever the parent found it
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
             self._child = subprocess.Popen([sys.executable, "-m", "litenet.train.redraw", name, str(self.folder)],
                                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -81,6 +89,8 @@ class Redrawer:
 
 
 def main(argv: list[str]) -> int:
+    if hasattr(os, "nice"):
+        os.nice(19)  # the trainer's process comes first on a busy host
     columns, folder = Path(argv[0]), Path(argv[1])
     with open(columns, "rb") as f:
         run = pickle.load(f)
