@@ -116,6 +116,11 @@ bench-steps-gpu: $(GPU_VENV_DEPS)  ## (~3 min + the Mixer peer's compiling, need
 bench-startup: $(GPU_VENV_DEPS) data  ## (~1-3 min, 1 GPU) a CUDA training process's start to its first step, empty kernel cache vs full (litenet-mixer BF16, litenet-base), and a short litenet train of each, into bench/results/new/
 	$(PY) bench/bench_startup_gpu.py --train $(data_flag) --out $(NEW_RESULTS)/startup.md
 
+.PHONY: bench-eval-gpu
+bench-eval-gpu: $(GPU_VENV_DEPS)  ## (~2 min, 1 GPU) the trainer's evaluation: 10,000 images at each evaluation batch, wide vs 64 × 64 channel tiles, and whether scoring hides behind training (it did not), JSON into bench/results/new/
+	$(PY) bench/bench_eval_gpu.py batches --out $(NEW_RESULTS)/eval-batches.json
+	$(PY) bench/bench_eval_gpu.py overlap --out $(NEW_RESULTS)/eval-overlap.json
+
 .PHONY: bench-mixer-gpu
 bench-mixer-gpu: $(GPU_VENV_DEPS) data  ## (three whole 100-epoch runs, most of the time PyTorch eager's; needs torch) the Mixer's CUDA step, and the race to 80/82/85/88 % and final accuracy on litenet-mixer-cutmix's recipe, vs PyTorch eager and the peer of record (torch.compile in one CUDA graph of the whole step), BF16 both sides, JSON into bench/results/new/
 	$(PY) bench/bench_mixer_gpu.py steps --out $(NEW_RESULTS)/gpu-mixer-steps.json
