@@ -173,7 +173,7 @@ def test_evaluation_at_a_larger_batch_gives_the_same_logits(emu):
 def test_bf16_evaluation_runs_the_channel_products_as_the_step_does(emu, monkeypatch, wide_from_rows):
     """In BF16 the evaluation takes the step's wide channel products, and its GELU product writes only the
     copy fc2 reads (no backward reads u). Where its batch takes wide tiles and the step's does not, the
-    parameters' BF16 copy it reads is remade before each evaluation: its logits follow the weights the steps
+    parameters' BF16 copy it reads is remade before each evaluation: its logits follow the weights the step
     made, within BF16's rounding of the NumPy backend's."""
     from litenet.lowering.fast import tokens
 
@@ -182,11 +182,11 @@ def test_bf16_evaluation_runs_the_channel_products_as_the_step_does(emu, monkeyp
         options = {}
         rows = train.batch_size * (32 // model.patch) ** 2
         monkeypatch.setattr(tokens, "choose_wide", lambda M, N, K, precision: M > rows)
-    _, _, gpu, ref = run_pair(model, train, emu(), count=2, eval_batch=4 * train.batch_size, **options)
+    _, _, gpu, ref = run_pair(model, train, emu(), count=1, n=16, eval_batch=2 * train.batch_size, **options)
     step, evaluation = ({c.kernel for c in p.calls()} for p in (gpu.program, gpu.eval_program))
     assert "linear_gelu_forward_copy_only_wide_bf16" in evaluation
     assert ("linear_gelu_forward_to_copy_wide_bf16" in step) == (not wide_from_rows)
-    images, _ = data(40, model.classes, seed=5)
+    images, _ = data(20, model.classes, seed=5)
     got, want = gpu.logits(images), ref.logits(images)
     np.testing.assert_allclose(got, want, atol=0.02 * np.abs(want).max())
 
