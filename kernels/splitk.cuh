@@ -31,6 +31,12 @@ __device__ __forceinline__ void split_range(int K, int split, int splits, int& k
 #define LN_MAX_GROUPS 31                      // so at most 16 · 31 = 496 splits
 #define LN_TILE_COUNTERS (1 + LN_MAX_GROUPS)  // a tile's counters: the tile's, then one per group
 
+// The groups of a tile's `splits`: how many, and group g's splits, g · LN_GROUP up to group_end (its
+// members). tile_fixup and token_linear.cu's token_linear_backward_weight_sum sum in this grouping.
+__device__ __forceinline__ int split_groups(int splits) { return (splits + LN_GROUP - 1) / LN_GROUP; }
+__device__ __forceinline__ int group_end(int group, int splits) { return min(splits, (group + 1) * LN_GROUP); }
+__device__ __forceinline__ int group_members(int group, int splits) { return min(LN_GROUP, splits - group * LN_GROUP); }
+
 // The counters of tile `tile` of a launch (counters ≥ tiles · LN_TILE_COUNTERS, zeroed).
 __device__ __forceinline__ unsigned int* tile_counters(unsigned int* counters, int tile) {
     return counters + (size_t)tile * LN_TILE_COUNTERS;
@@ -147,7 +153,7 @@ __device__ bool tile_fixup(float (&acc)[TM][4], bool colsums, float& colsum, int
     if (splits == 1) return true;
     const bool col = colsums && threadIdx.x < LN_TILE;
     const int slab = LN_SLAB_OF(TM), group = split / LN_GROUP, first = group * LN_GROUP;
-    const int groups = (splits + LN_GROUP - 1) / LN_GROUP, members = min(LN_GROUP, splits - first);
+    const int groups = split_groups(splits), members = group_members(group, splits);
     store_slab<TM>(partials + (size_t)split * slab, acc, col, colsum);
     // One group: its counter is the tile's, and its sum the total.
     if (!arrive_last(groups == 1 ? counters : counters + 1 + group, members)) return false;

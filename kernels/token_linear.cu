@@ -130,8 +130,8 @@ extern "C" __global__ void token_linear_backward_weight_partials(const float* x,
 
 // ∂W (T × T') and ∂b from token_linear_backward_weight_partials' scratch (each 64 × 64 tile's `splits` slabs
 // of LN_SLAB_OF(4) floats: the tile, then its column sums, kept for the first tile row's ∂b). Each output is
-// summed as tile_fixup sums it: groups of LN_GROUP consecutive splits in split order, then the groups' totals
-// in group order. Block: 16 slab entries × 16 lanes; lane l sums groups l and l + 16, the lane-0 threads
+// summed as tile_fixup sums it: groups of LN_GROUP consecutive splits (split_groups, group_end) in split
+// order, then the groups' totals in group order. Block: 16 slab entries × 16 lanes; lane l sums groups l and l + 16, the lane-0 threads
 // add the group totals. Grid: ⌈tiles · LN_SLAB_OF(4) / 16⌉; splits ≤ LN_GROUP · LN_MAX_GROUPS.
 extern "C" __global__ void token_linear_backward_weight_sum(const float* scratch, float* dW, float* db, int T, int T_out,
                                                             int splits) {
@@ -139,12 +139,12 @@ extern "C" __global__ void token_linear_backward_weight_sum(const float* scratch
     __shared__ float group_total[LN_MAX_GROUPS][ENTRIES];
     const int tiles_n = (T_out + LN_TILE - 1) / LN_TILE, tiles = ((T + LN_TILE - 1) / LN_TILE) * tiles_n;
     const int e = blockIdx.x * ENTRIES + threadIdx.x % ENTRIES, lane = threadIdx.x / ENTRIES;
-    const int groups = (splits + LN_GROUP - 1) / LN_GROUP, tile = e / SLAB, r = e % SLAB;
+    const int groups = split_groups(splits), tile = e / SLAB, r = e % SLAB;
     const float* slabs = scratch + (size_t)tile * splits * SLAB + r;
     if (tile < tiles)
         for (int g = lane; g < groups; g += LANES) {
             float total = 0.f;
-            const int last = min(splits, (g + 1) * LN_GROUP);
+            const int last = group_end(g, splits);
 #pragma unroll 8
             for (int split = g * LN_GROUP; split < last; ++split) total += __ldcg(slabs + (size_t)split * SLAB);
             group_total[g][threadIdx.x % ENTRIES] = total;
