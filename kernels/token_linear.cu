@@ -131,8 +131,9 @@ extern "C" __global__ void token_linear_backward_weight_partials(const float* x,
 // ∂W (T × T') and ∂b from token_linear_backward_weight_partials' scratch (each 64 × 64 tile's `splits` slabs
 // of LN_SLAB_OF(4) floats: the tile, then its column sums, kept for the first tile row's ∂b). Each output is
 // summed as tile_fixup sums it: groups of LN_GROUP consecutive splits (split_groups, group_end) in split
-// order, then the groups' totals in group order. Block: 16 slab entries × 16 lanes; lane l sums groups l and l + 16, the lane-0 threads
-// add the group totals. Grid: ⌈tiles · LN_SLAB_OF(4) / 16⌉; splits ≤ LN_GROUP · LN_MAX_GROUPS.
+// order, then the groups' totals in group order. Block: 16 slab entries × 16 lanes; lane l sums groups l
+// and l + 16, the lane-0 threads add the group totals. Grid: ⌈tiles · LN_SLAB_OF(4) / 16⌉; splits ≤
+// LN_GROUP · LN_MAX_GROUPS.
 extern "C" __global__ void token_linear_backward_weight_sum(const float* scratch, float* dW, float* db, int T, int T_out,
                                                             int splits) {
     constexpr int ENTRIES = 16, LANES = LN_THREADS / ENTRIES, SLAB = LN_SLAB_OF(4);

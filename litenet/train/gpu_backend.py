@@ -97,7 +97,8 @@ class GpuBackend:
         options = dict(precision=precision, sm_count=device.sm_count, world_size=self.comm.world_size if self.comm else None,
                        **tiles)
         self.program = lower_training(model, train, self.batch, self.capacity, kernels, **options)
-        self.eval_batch, self.eval_program = self._evaluation(self._timeline(check_kernels), kernels, options, eval_batch)
+        self.eval_batch, self.eval_program = self._evaluation(self._timeline(check_kernels), kernels, options,
+                                                              eval_batch)
         if print_launches:
             print(self.program.describe(), file=sys.stderr)
         # Every kernel the run launches, compiled (in parallel where the cache lacks them) before the first.

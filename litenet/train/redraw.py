@@ -1,12 +1,13 @@
 """The training figures redrawn during a run by a child process, while the loop goes on.
 
-Drawing holds the interpreter for about a second, so a thread that draws holds the training loop too (on
-an H100's host the epoch it overlapped took 0.9 s longer); a child process draws on another core, at the
-lowest priority. Each redraw is one `python -m litenet.train.redraw COLUMNS FOLDER` over the run's columns
-pickled to a temporary file, in memory where the system has /dev/shm (a fresh interpreter, so nothing of
-the parent's is run again, as multiprocessing's spawn would run an unguarded script). One drawing at a time: a redraw asked for while one is in flight is skipped, since
-the next will show more. A redraw that fails in the child is dropped: the trainer draws the last figures
-itself, at the end, where any error is raised. Without matplotlib the redraws are left to the end too.
+Drawing holds the interpreter for about a second, so a thread that draws holds the training loop too
+(docs/decisions.md, "Process overhead"); a child process draws on another core, at the lowest priority.
+Each redraw is one `python -m litenet.train.redraw COLUMNS FOLDER` over the run's columns pickled to a
+temporary file, in memory where the system has /dev/shm (a fresh interpreter, so nothing of the parent's
+is run again, as multiprocessing's spawn would run an unguarded script). One drawing at a time: a redraw
+asked for while one is in flight is skipped, since the next will show more. A redraw that fails in the
+child is dropped: the trainer draws the last figures itself, at the end, where any error is raised.
+Without matplotlib the redraws are left to the end too.
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ class Redrawer:
         if not self.available or self.busy:
             return False
         self.close()
-        fd, name = tempfile.mkstemp(prefix="litenet-redraw-", suffix=".pickle", dir=_memory_folder())
-        self._columns = Path(name)
         try:
+            fd, name = tempfile.mkstemp(prefix="litenet-redraw-", suffix=".pickle", dir=_memory_folder())
+            self._columns = Path(name)
             with os.fdopen(fd, "wb") as f:
                 pickle.dump(run, f, protocol=pickle.HIGHEST_PROTOCOL)
             env = dict(os.environ, **ONE_THREAD)
