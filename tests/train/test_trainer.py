@@ -159,11 +159,13 @@ def test_the_redrawer_draws_in_a_child_process_one_drawing_at_a_time(tmp_path, m
     monkeypatch.setattr(plots, "plot_training", lambda *a: pytest.fail("drawn in the trainer's process"))
     redrawer = Redrawer(tmp_path)
     assert redrawer.submit(columns.log())
+    handed_over = redrawer._columns  # the pickled columns the child reads
+    assert handed_over.is_file()
     assert not redrawer.submit(columns.log())  # in flight: skipped
     assert not (tmp_path / "curves.png").exists()  # not waited for (a fresh interpreter imports matplotlib first)
     redrawer.close()
     assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "gradients.png").stat().st_size > 0
-    assert not redrawer.busy and not list(tmp_path.glob("*.pickle"))
+    assert not redrawer.busy and not handed_over.exists()
 
 
 def test_numpy_backend_reports_no_kernels(tmp_path, capsys):
