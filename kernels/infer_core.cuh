@@ -188,11 +188,21 @@ __device__ __forceinline__ void grid_barrier(unsigned int* sync, unsigned int& t
     target += gridDim.x;
     __syncthreads();
     if (threadIdx.x == 0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(LITENET_EMULATOR)
+        // sm_70 on: the arrival releases this block's writes and the polling acquires everyone's (as
+        // cooperative groups' grid sync does), where a full fence each side costs more
+        asm volatile("red.release.gpu.add.u32 [%0], 1;" ::"l"(sync) : "memory");
+        unsigned int arrived;
+        do {
+            asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(arrived) : "l"(sync) : "memory");
+        } while (arrived < target);
+#else
         __threadfence();  // this block's writes are visible before its arrival is
         atomicAdd(sync, 1u);
         while (*(volatile unsigned int*)sync < target) {
         }
         __threadfence();
+#endif
     }
     __syncthreads();
 }

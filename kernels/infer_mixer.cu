@@ -21,8 +21,13 @@
 //                         then a = GELU(· W1 + b1) for its hidden channels into A
 //   channel fc2 (block i) unit = (image, TG patches, CS channels): x += A W2 + b2 in place (each element
 //                         read and written by one thread)
-// A channel unit first fetches its slice of the weights into shared memory with every thread at once,
-// so each thread's long sum waits on shared memory, not on one L2 round trip after another.
+// At a few images each phase is a chain of latencies, not of arithmetic, so a unit keeps its round trips to
+// L2 few and overlapped: a channel unit fetches its slice of the weights (fc2 also its rows of A and the
+// stream values its residual adds to) into registers with every thread at once before its other work, then
+// into shared memory, so each thread's long sum waits on shared memory, not on one L2 round trip after
+// another; the token unit fetches both products' weights once a phase and puts them where the image's tile
+// was once its LayerNorm statistics are taken (when they fit there); a warp takes ML_ROWS rows'
+// statistics at once; each output's bias (and multiplier) is fetched before its sum.
 //   head                  unit = image: its tile into shared memory, LayerNorm of every patch, their mean,
 //                         the logits
 //
@@ -56,6 +61,8 @@
 #define ML_CFC2 (4 + 3 * ML_REC)
 #define ML_PER_BLOCK (4 + 4 * ML_REC)  // then the final LN (γ, β) and the head's record
 #define ML_TG 8         // patches per channel-MLP unit (one warp each for their LayerNorm)
+#define ML_ROWS 8       // rows whose LayerNorm statistics one warp computes at once (smem_rows_stats)
+#define ML_PREFETCH 16  // values a thread fetches into registers ahead of their use (fetch, put)
 
 // A product's record, read once a phase into registers (read through the pointer at every use, the
 // compiler must reload it after each store to shared memory, which it cannot prove apart).
@@ -69,8 +76,9 @@ __device__ __forceinline__ Rec rec(const int* r) {
 }
 
 // A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
-// int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n], mul() is one term of the sum, out() turns the finished sum into the float the op list computes
-// (with the bias). Both stage into 4-byte slots of shared memory.
+// int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n], mul() is one term of the sum;
+// ahead(r, n) fetches what output n's epilogue needs (its bias; int8 also its multiplier) and out() turns
+// the finished sum into the float the op list computes with it. Both stage into 4-byte slots of shared memory.
 template <bool INT8>
 struct Products;
 
@@ -84,7 +92,8 @@ struct Products<false> {
         return F[r.w + (size_t)k * N + n];
     }
     __device__ __forceinline__ float mul(float x, float w) const { return x * w; }
-    __device__ __forceinline__ float out(float acc, const Rec& r, int n) const { return acc + F[r.b + n]; }
+    __device__ __forceinline__ float2 ahead(const Rec& r, int n) const { return make_float2(0.f, F[r.b + n]); }
+    __device__ __forceinline__ float out(float acc, float2 mb) const { return acc + mb.y; }
     __device__ __forceinline__ float gelu(float u) const { return gelu_value(u); }
 };
 
@@ -101,44 +110,95 @@ struct Products<true> {
         return __int_as_float((int)W[(size_t)r.w * 4 + (size_t)n * r.kp + k]);
     }
     __device__ __forceinline__ int mul(float x, float w) const { return __float_as_int(x) * __float_as_int(w); }
-    __device__ __forceinline__ float out(int acc, const Rec& r, int n) const {
-        return __fadd_rn(__fmul_rn((float)acc, F[r.m + n]), F[r.b + n]);
+    __device__ __forceinline__ float2 ahead(const Rec& r, int n) const { return make_float2(F[r.m + n], F[r.b + n]); }
+    __device__ __forceinline__ float out(int acc, float2 mb) const {
+        return __fadd_rn(__fmul_rn((float)acc, mb.x), mb.y);
     }
     __device__ __forceinline__ float gelu(float u) const { return gelu_rn(u); }
 };
 
 // outs dot products of length K, each by S threads (the largest power of two ≤ 32 with outs·S ≤ the
-// block and S ≤ K), partial sums over k ≡ s (mod S) joined by shuffles in a fixed order; emit(o, sum)
-// runs on the group's first thread. term(o, k) is the k-th product of output o. Every thread of the
-// block must call it (the shuffles take whole warps).
-template <class Acc, class Term, class Emit>
-__device__ __forceinline__ void block_dots(int outs, int K, const Term& term, const Emit& emit) {
+// block and S ≤ K), partial sums over k ≡ s (mod S) joined by shuffles in a fixed order; emit(o, sum,
+// ahead(o)) runs on the group's first thread, ahead(o) (the output's bias, multiplier) fetched before the
+// sum so its round trip overlaps the terms'. term(o, k) is the k-th product of output o. Every thread of
+// the block must call it (the shuffles take whole warps).
+template <class Acc, class Ahead, class Term, class Emit>
+__device__ __forceinline__ void block_dots(int outs, int K, const Ahead& ahead, const Term& term, const Emit& emit) {
     int S = 1;
     while (S < 32 && 2 * S * outs <= (int)blockDim.x && 2 * S <= K) S *= 2;
     const int per_pass = blockDim.x / S, s = threadIdx.x % S;
     for (int o0 = 0; o0 < outs; o0 += per_pass) {
         const int o = o0 + threadIdx.x / S;
+        const float2 early = o < outs && s == 0 ? ahead(o) : make_float2(0.f, 0.f);
         Acc acc = 0;
         if (o < outs)
-            for (int k = s; k < K; k += S) acc += term(o, k);
+#pragma unroll 8
+            for (int k = s; k < K; k += S) acc += term(o, k);  // (unrolled: eight terms' loads in flight at once)
         for (int off = S / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(LN_FULL_MASK, acc, off);
-        if (o < outs && s == 0) emit(o, acc);
+        if (o < outs && s == 0) emit(o, acc, early);
     }
 }
 
-// The statistics of a row held in shared memory, by one warp, in ln_row's arithmetic (the same bits):
-// (μ, √(σ² + eps)); normed() then gives y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j as ln_row emits it.
-__device__ __forceinline__ float2 smem_row_stats(const float* row, int d, float eps) {
+// The statistics of up to ML_ROWS rows held in shared memory (row(r) for r < rows), by one warp, in ln_row's
+// arithmetic (the same bits): (μ, √(σ² + eps)) into st[r]; normed() then gives y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j
+// as ln_row emits it. The rows' sums are interleaved, so their loads, shuffles and divisions overlap where a
+// row at a time would wait on each in turn; each row's terms are summed in ln_row's order.
+template <class Row>
+__device__ __forceinline__ void smem_rows_stats(const Row& row, int rows, int d, float eps, float2 (&st)[ML_ROWS]) {
     const int lane = threadIdx.x & 31;
-    float sum = 0.f;
-    for (int j = lane; j < d; j += 32) sum = __fadd_rn(sum, row[j]);
-    const float mean = __fdiv_rn(warp_sum(sum), (float)d);
-    float sq = 0.f;
-    for (int j = lane; j < d; j += 32) {
-        const float c = __fsub_rn(row[j], mean);
-        sq = __fadd_rn(sq, __fmul_rn(c, c));
+    float sum[ML_ROWS], sq[ML_ROWS], mean[ML_ROWS];
+#pragma unroll
+    for (int r = 0; r < ML_ROWS; ++r) sum[r] = sq[r] = 0.f;
+    for (int j = lane; j < d; j += 32)
+#pragma unroll
+        for (int r = 0; r < ML_ROWS; ++r)
+            if (r < rows) sum[r] = __fadd_rn(sum[r], row(r)[j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < ML_ROWS; ++r) sum[r] += __shfl_xor_sync(LN_FULL_MASK, sum[r], o);
+#pragma unroll
+    for (int r = 0; r < ML_ROWS; ++r) mean[r] = __fdiv_rn(sum[r], (float)d);
+    for (int j = lane; j < d; j += 32)
+#pragma unroll
+        for (int r = 0; r < ML_ROWS; ++r)
+            if (r < rows) {
+                const float c = __fsub_rn(row(r)[j], mean[r]);
+                sq[r] = __fadd_rn(sq[r], __fmul_rn(c, c));
+            }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int r = 0; r < ML_ROWS; ++r) sq[r] += __shfl_xor_sync(LN_FULL_MASK, sq[r], o);
+#pragma unroll
+    for (int r = 0; r < ML_ROWS; ++r) st[r] = make_float2(mean[r], sqrtf(__fadd_rn(__fdiv_rn(sq[r], (float)d), eps)));
+}
+
+// How many of the rows t0, t0 + warps, … (below T) one smem_rows_stats call of a warp takes.
+__device__ __forceinline__ int rows_from(int t0, int warps, int T) {
+    return min(ML_ROWS, (T - t0 + warps - 1) / warps);
+}
+
+// A slice of n values fetched into registers, ML_PREFETCH a thread (element e by thread e % blockDim.x), so
+// their round trip to L2 overlaps the work between fetch() and put(); put() stores map(v) for each at dst[e],
+// fetching the rest (elements past ML_PREFETCH·blockDim.x) as it stores them.
+template <class Get>
+__device__ __forceinline__ void fetch(float (&v)[ML_PREFETCH], int n, const Get& get) {
+#pragma unroll
+    for (int i = 0; i < ML_PREFETCH; ++i) {
+        const int e = threadIdx.x + i * blockDim.x;
+        v[i] = e < n ? get(e) : 0.f;
     }
-    return make_float2(mean, sqrtf(__fadd_rn(__fdiv_rn(warp_sum(sq), (float)d), eps)));
+}
+
+template <class Get, class Map>
+__device__ __forceinline__ void put(const float (&v)[ML_PREFETCH], float* dst, int n, const Get& get, const Map& map) {
+#pragma unroll
+    for (int i = 0; i < ML_PREFETCH; ++i) {
+        const int e = threadIdx.x + i * blockDim.x;
+        if (e < n) dst[e] = map(v[i]);
+    }
+    for (int e = threadIdx.x + ML_PREFETCH * blockDim.x; e < n; e += blockDim.x) dst[e] = map(get(e));
 }
 
 __device__ __forceinline__ float normed(float v, float2 st, float gamma, float beta) {
@@ -149,7 +209,7 @@ __device__ __forceinline__ float normed(float v, float2 st, float gamma, float b
 // (read past L1: other blocks wrote it in this launch).
 __device__ __forceinline__ void stage_tile(float* tile, const float* img, int n) {
     if (n % 4 == 0 && aligned16(img)) {  // (the dynamic shared memory is 16-byte aligned)
-#pragma unroll 4
+#pragma unroll 8
         for (int e = 4 * threadIdx.x; e < n; e += 4 * blockDim.x) st4(tile + e, ld4cg(img + e));
         return;
     }
@@ -187,8 +247,9 @@ __device__ __forceinline__ void mixer_rows(
                 }
                 __syncthreads();
                 float* out = X[0] + (size_t)u * d;
-                block_dots<Acc>(d, per_patch, [&](int o, int k) { return P.mul(sm[k], P.weight(r, k, o, d)); },
-                                [&](int o, Acc acc) { out[o] = P.out(acc, r, o); });
+                block_dots<Acc>(d, per_patch, [&](int o) { return P.ahead(r, o); },
+                                [&](int o, int k) { return P.mul(sm[k], P.weight(r, k, o, d)); },
+                                [&](int o, Acc acc, float2 mb) { out[o] = P.out(acc, mb); });
             }
         } else if (p == head) {  // final LayerNorm, mean over the patches, the head
             const int* ln = layout + ML_BLOCK0 + ML_PER_BLOCK * blocks;
@@ -202,10 +263,17 @@ __device__ __forceinline__ void mixer_rows(
                 stage_tile(tile, x + (size_t)b * T * d, T * d);
                 for (int j = lane; j < d; j += 32) sums[warp * d + j] = 0.f;
                 __syncthreads();
-                for (int t = warp; t < T; t += warps) {
-                    const float2 st = smem_row_stats(tile + t * d, d, eps);
-                    for (int j = lane; j < d; j += 32)
-                        sums[warp * d + j] += normed(tile[t * d + j], st, F[ln[0] + j], F[ln[1] + j]);
+                for (int t0 = warp; t0 < T; t0 += warps * ML_ROWS) {
+                    const int rows = rows_from(t0, warps, T);
+                    float2 st[ML_ROWS];
+                    smem_rows_stats([&](int r) { return tile + (t0 + r * warps) * d; }, rows, d, eps, st);
+#pragma unroll
+                    for (int r = 0; r < ML_ROWS; ++r)
+                        if (r < rows) {
+                            const float* row = tile + (t0 + r * warps) * d;
+                            for (int j = lane; j < d; j += 32)
+                                sums[warp * d + j] += normed(row[j], st[r], F[ln[0] + j], F[ln[1] + j]);
+                        }
                 }
                 __syncthreads();
                 for (int j = threadIdx.x; j < d; j += blockDim.x) {
@@ -214,8 +282,9 @@ __device__ __forceinline__ void mixer_rows(
                     pool[j] = P.in(s / (float)T, r);
                 }
                 __syncthreads();
-                block_dots<Acc>(C, d, [&](int o, int k) { return P.mul(pool[k], P.weight(r, k, o, C)); },
-                                [&](int o, Acc acc) { logits[(size_t)b * C + o] = P.out(acc, r, o); });
+                block_dots<Acc>(C, d, [&](int o) { return P.ahead(r, o); },
+                                [&](int o, int k) { return P.mul(pool[k], P.weight(r, k, o, C)); },
+                                [&](int o, Acc acc, float2 mb) { logits[(size_t)b * C + o] = P.out(acc, mb); });
             }
         } else if (part == 0) {  // token MLP: CT channels of one image a unit
             const Rec r1 = rec(L + ML_TFC1), r2 = rec(L + ML_TFC2);
@@ -224,30 +293,64 @@ __device__ __forceinline__ void mixer_rows(
             float* tile = sm;             // (T, d) the image's stream: LayerNorm needs whole rows
             float* nrm = tile + T * d;    // (T, CT) normalised columns, staged for the first product
             float* hid = nrm + T * CT;    // (Th, CT) its GELU, staged for the second
+            float* res = hid + Th * CT;   // (T, CT) the unit's columns of the stream, for the residual
             const float *g = F + L[ML_TLN], *be = F + L[ML_TLN + 1];
             const int groups = (d + CT - 1) / CT;
+            // Both products' weights go where the tile was once its statistics are taken (when they fit
+            // there), fetched into registers once a phase: their round trip overlaps the tile's.
+            const bool staged = 2 * T * Th <= T * d;
+            float* w1s = tile;            // (T, Th) W1[k → n] at k·Th + n
+            float* w2s = tile + T * Th;   // (Th, T) W2[k → n] at k·T + n
+            const auto get1 = [&](int e) { return P.weight(r1, e / Th, e % Th, Th); };
+            const auto get2 = [&](int e) { return P.weight(r2, e / T, e % T, T); };
+            const auto same = [](float v) { return v; };
+            float v1[ML_PREFETCH], v2[ML_PREFETCH];
+            if (staged) {
+                fetch(v1, T * Th, get1);
+                fetch(v2, Th * T, get2);
+            }
             for (int u = blockIdx.x; u < B * groups; u += gridDim.x) {
                 const int b = u / groups, c0 = (u % groups) * CT, cn = min(CT, d - c0);
                 const float* img = xin + (size_t)b * T * d;
                 __syncthreads();
                 stage_tile(tile, img, T * d);
                 __syncthreads();
-                for (int t = warp; t < T; t += warps) {  // whole rows' statistics, this unit's columns kept
-                    const float2 st = smem_row_stats(tile + t * d, d, eps);
-                    for (int j = lane; j < cn; j += 32)
-                        nrm[t * CT + j] = P.in(normed(tile[t * d + c0 + j], st, g[c0 + j], be[c0 + j]), r1);
+                // whole rows' statistics; this unit's columns kept (as they are and normalised)
+                for (int t0 = warp; t0 < T; t0 += warps * ML_ROWS) {
+                    const int rows = rows_from(t0, warps, T);
+                    float2 st[ML_ROWS];
+                    smem_rows_stats([&](int r) { return tile + (t0 + r * warps) * d; }, rows, d, eps, st);
+#pragma unroll
+                    for (int r = 0; r < ML_ROWS; ++r)
+                        if (r < rows) {
+                            const int t = t0 + r * warps;
+                            for (int j = lane; j < cn; j += 32) {
+                                const float v = tile[t * d + c0 + j];
+                                res[t * CT + j] = v;
+                                nrm[t * CT + j] = P.in(normed(v, st[r], g[c0 + j], be[c0 + j]), r1);
+                            }
+                        }
+                }
+                if (staged) {
+                    __syncthreads();  // the tile read
+                    put(v1, w1s, T * Th, get1, same);
+                    put(v2, w2s, Th * T, get2, same);
                 }
                 __syncthreads();
-                block_dots<Acc>(Th * cn, T, [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
-                                [&](int o, Acc acc) {
-                                    hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, r1, o / cn)), r2);
+                const auto w1 = [&](int k, int n) { return staged ? w1s[k * Th + n] : P.weight(r1, k, n, Th); };
+                const auto w2 = [&](int k, int n) { return staged ? w2s[k * T + n] : P.weight(r2, k, n, T); };
+                block_dots<Acc>(Th * cn, T, [&](int o) { return P.ahead(r1, o / cn); },
+                                [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], w1(k, o / cn)); },
+                                [&](int o, Acc acc, float2 mb) {
+                                    hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, mb)), r2);
                                 });
                 __syncthreads();
                 float* out = xout + (size_t)b * T * d;
-                block_dots<Acc>(T * cn, Th, [&](int o, int k) { return P.mul(hid[k * CT + o % cn], P.weight(r2, k, o / cn, T)); },
-                                [&](int o, Acc acc) {
-                                    const size_t at = (size_t)(o / cn) * d + c0 + o % cn;
-                                    out[at] = __fadd_rn(tile[at], P.out(acc, r2, o / cn));
+                block_dots<Acc>(T * cn, Th, [&](int o) { return P.ahead(r2, o / cn); },
+                                [&](int o, int k) { return P.mul(hid[k * CT + o % cn], w2(k, o / cn)); },
+                                [&](int o, Acc acc, float2 mb) {
+                                    const int t = o / cn, c = o % cn;
+                                    out[(size_t)t * d + c0 + c] = __fadd_rn(res[t * CT + c], P.out(acc, mb));
                                 });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit
@@ -257,18 +360,21 @@ __device__ __forceinline__ void mixer_rows(
             for (int u = blockIdx.x; u < B * tiles * hgroups; u += gridDim.x) {
                 const int b = u / (tiles * hgroups), t0 = (u / hgroups) % tiles * ML_TG, n0 = (u % hgroups) * HS;
                 const int tn = min(ML_TG, T - t0), hn = min(HS, Hc - n0);
+                float* ws = sm + ML_TG * d;  // (d, hn): the weights' slice, fetched by all threads at once
+                const auto get = [&](int e) { return P.weight(r, e / hn, n0 + e % hn, Hc); };
+                float v[ML_PREFETCH];
+                fetch(v, d * hn, get);  // (in flight during the LayerNorm)
                 __syncthreads();
                 if (warp < tn)  // one warp a patch: its normalised row into sm
                     ln_row(x + ((size_t)b * T + t0 + warp) * d, F + L[ML_CLN], F + L[ML_CLN + 1], eps, d,
                            [&](int j, float y) { sm[warp * d + j] = P.in(y, r); });
-                float* ws = sm + ML_TG * d;  // (d, hn): the weights' slice, fetched by all threads at once
-#pragma unroll 8
-                for (int e = threadIdx.x; e < d * hn; e += blockDim.x) ws[e] = P.weight(r, e / hn, n0 + e % hn, Hc);
+                put(v, ws, d * hn, get, [](float w) { return w; });
                 __syncthreads();
                 float* out = a + ((size_t)b * T + t0) * Hc + n0;
-                block_dots<Acc>(tn * hn, d, [&](int o, int k) { return P.mul(sm[(o / hn) * d + k], ws[k * hn + o % hn]); },
-                                [&](int o, Acc acc) {
-                                    out[(size_t)(o / hn) * Hc + o % hn] = P.gelu(P.out(acc, r, n0 + o % hn));
+                block_dots<Acc>(tn * hn, d, [&](int o) { return P.ahead(r, n0 + o % hn); },
+                                [&](int o, int k) { return P.mul(sm[(o / hn) * d + k], ws[k * hn + o % hn]); },
+                                [&](int o, Acc acc, float2 mb) {
+                                    out[(size_t)(o / hn) * Hc + o % hn] = P.gelu(P.out(acc, mb));
                                 });
             }
         } else {  // channel fc2 + residual: TG patches × CS channels a unit, in place
@@ -279,18 +385,27 @@ __device__ __forceinline__ void mixer_rows(
                 const int b = u / (tiles * cgroups), t0 = (u / cgroups) % tiles * ML_TG, c0 = (u % cgroups) * CS;
                 const int tn = min(ML_TG, T - t0), cn = min(CS, d - c0);
                 const float* arows = a + ((size_t)b * T + t0) * Hc;
-                __syncthreads();
-                float* ws = sm + ML_TG * Hc;  // (Hc, cn): the weights' slice
-#pragma unroll 8
-                for (int e = threadIdx.x; e < tn * Hc; e += blockDim.x) sm[e] = P.in(__ldcg(arows + e), r);
-#pragma unroll 8
-                for (int e = threadIdx.x; e < Hc * cn; e += blockDim.x) ws[e] = P.weight(r, e / cn, c0 + e % cn, d);
-                __syncthreads();
                 float* out = x + ((size_t)b * T + t0) * d + c0;
-                block_dots<Acc>(tn * cn, Hc, [&](int o, int k) { return P.mul(sm[(o / cn) * Hc + k], ws[k * cn + o % cn]); },
-                                [&](int o, Acc acc) {
-                                    const size_t at = (size_t)(o / cn) * d + o % cn;  // written by another block
-                                    out[at] = __fadd_rn(__ldcg(out + at), P.out(acc, r, c0 + o % cn));
+                float* ws = sm + ML_TG * Hc;  // (Hc, cn): the weights' slice
+                float* res = ws + Hc * CS;    // (tn, cn): the stream's values the residual adds to
+                // (written by other blocks of this launch: read past L1; all three fetched at once)
+                const auto get_a = [&](int e) { return __ldcg(arows + e); };
+                const auto get_w = [&](int e) { return P.weight(r, e / cn, c0 + e % cn, d); };
+                const auto get_r = [&](int e) { return __ldcg(out + (size_t)(e / cn) * d + e % cn); };
+                const auto same = [](float v) { return v; };
+                float va[ML_PREFETCH], vw[ML_PREFETCH], vr[ML_PREFETCH];
+                fetch(va, tn * Hc, get_a);
+                fetch(vw, Hc * cn, get_w);
+                fetch(vr, tn * cn, get_r);
+                __syncthreads();
+                put(va, sm, tn * Hc, get_a, [&](float v) { return P.in(v, r); });
+                put(vw, ws, Hc * cn, get_w, same);
+                put(vr, res, tn * cn, get_r, same);
+                __syncthreads();
+                block_dots<Acc>(tn * cn, Hc, [&](int o) { return P.ahead(r, c0 + o % cn); },
+                                [&](int o, int k) { return P.mul(sm[(o / cn) * Hc + k], ws[k * cn + o % cn]); },
+                                [&](int o, Acc acc, float2 mb) {
+                                    out[(size_t)(o / cn) * d + o % cn] = __fadd_rn(res[o], P.out(acc, mb));
                                 });
             }
         }
