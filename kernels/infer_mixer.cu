@@ -25,9 +25,9 @@
 // L2 few and overlapped: a channel unit fetches its slice of the weights (fc2 also its rows of A and the
 // stream values its residual adds to) into registers with every thread at once before its other work, then
 // into shared memory, so each thread's long sum waits on shared memory, not on one L2 round trip after
-// another; the token unit fetches both products' weights once a phase and puts them where the image's tile
-// was once its LayerNorm statistics are taken (when they fit there); a warp takes ML_ROWS rows'
-// statistics at once; each output's bias (and multiplier) is fetched before its sum.
+// another; a warp takes ML_ROWS rows' statistics at once; each output's bias (and multiplier) is fetched
+// before its sum. (The token unit reads its products' weights from L2 as it sums: staging them in shared
+// memory first cost 6 µs a phase on an H100 — docs/decisions.md.)
 //   head                  unit = image: its tile into shared memory, LayerNorm of every patch, their mean,
 //                         the logits
 //
@@ -293,29 +293,15 @@ __device__ __forceinline__ void mixer_rows(
             float* tile = sm;             // (T, d) the image's stream: LayerNorm needs whole rows
             float* nrm = tile + T * d;    // (T, CT) normalised columns, staged for the first product
             float* hid = nrm + T * CT;    // (Th, CT) its GELU, staged for the second
-            float* res = hid + Th * CT;   // (T, CT) the unit's columns of the stream, for the residual
             const float *g = F + L[ML_TLN], *be = F + L[ML_TLN + 1];
             const int groups = (d + CT - 1) / CT;
-            // Both products' weights go where the tile was once its statistics are taken (when they fit
-            // there), fetched into registers once a phase: their round trip overlaps the tile's.
-            const bool staged = 2 * T * Th <= T * d;
-            float* w1s = tile;            // (T, Th) W1[k → n] at k·Th + n
-            float* w2s = tile + T * Th;   // (Th, T) W2[k → n] at k·T + n
-            const auto get1 = [&](int e) { return P.weight(r1, e / Th, e % Th, Th); };
-            const auto get2 = [&](int e) { return P.weight(r2, e / T, e % T, T); };
-            const auto same = [](float v) { return v; };
-            float v1[ML_PREFETCH], v2[ML_PREFETCH];
-            if (staged) {
-                fetch(v1, T * Th, get1);
-                fetch(v2, Th * T, get2);
-            }
             for (int u = blockIdx.x; u < B * groups; u += gridDim.x) {
                 const int b = u / groups, c0 = (u % groups) * CT, cn = min(CT, d - c0);
                 const float* img = xin + (size_t)b * T * d;
                 __syncthreads();
                 stage_tile(tile, img, T * d);
                 __syncthreads();
-                // whole rows' statistics; this unit's columns kept (as they are and normalised)
+                // whole rows' statistics; this unit's columns kept, normalised
                 for (int t0 = warp; t0 < T; t0 += warps * ML_ROWS) {
                     const int rows = rows_from(t0, warps, T);
                     float2 st[ML_ROWS];
@@ -324,33 +310,23 @@ __device__ __forceinline__ void mixer_rows(
                     for (int r = 0; r < ML_ROWS; ++r)
                         if (r < rows) {
                             const int t = t0 + r * warps;
-                            for (int j = lane; j < cn; j += 32) {
-                                const float v = tile[t * d + c0 + j];
-                                res[t * CT + j] = v;
-                                nrm[t * CT + j] = P.in(normed(v, st[r], g[c0 + j], be[c0 + j]), r1);
-                            }
+                            for (int j = lane; j < cn; j += 32)
+                                nrm[t * CT + j] = P.in(normed(tile[t * d + c0 + j], st[r], g[c0 + j], be[c0 + j]), r1);
                         }
                 }
-                if (staged) {
-                    __syncthreads();  // the tile read
-                    put(v1, w1s, T * Th, get1, same);
-                    put(v2, w2s, Th * T, get2, same);
-                }
                 __syncthreads();
-                const auto w1 = [&](int k, int n) { return staged ? w1s[k * Th + n] : P.weight(r1, k, n, Th); };
-                const auto w2 = [&](int k, int n) { return staged ? w2s[k * T + n] : P.weight(r2, k, n, T); };
                 block_dots<Acc>(Th * cn, T, [&](int o) { return P.ahead(r1, o / cn); },
-                                [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], w1(k, o / cn)); },
+                                [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
                                 [&](int o, Acc acc, float2 mb) {
                                     hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, mb)), r2);
                                 });
                 __syncthreads();
                 float* out = xout + (size_t)b * T * d;
                 block_dots<Acc>(T * cn, Th, [&](int o) { return P.ahead(r2, o / cn); },
-                                [&](int o, int k) { return P.mul(hid[k * CT + o % cn], w2(k, o / cn)); },
+                                [&](int o, int k) { return P.mul(hid[k * CT + o % cn], P.weight(r2, k, o / cn, T)); },
                                 [&](int o, Acc acc, float2 mb) {
-                                    const int t = o / cn, c = o % cn;
-                                    out[(size_t)t * d + c0 + c] = __fadd_rn(res[t * CT + c], P.out(acc, mb));
+                                    const size_t at = (size_t)(o / cn) * d + c0 + o % cn;
+                                    out[at] = __fadd_rn(tile[at], P.out(acc, mb));
                                 });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit

@@ -294,11 +294,18 @@ def test_mixer_rows_at_litenet_mixer_size(tmp_path_factory, images):
 
 
 def test_auto_mode_runs_the_one_launch_only_up_to_its_batch(mixers, emu_device):
-    """MIXER_FUSED_MAX_BATCH is 0 (the one launch lost to the launch per op on a GPU): auto never picks it
-    unless told a batch to use it up to."""
+    """Auto runs the one launch up to MIXER_FUSED_MAX_BATCH images (where it beat the launch per op on a GPU),
+    or up to the batch it is told."""
+    from litenet.runtime.cuda_backend import MIXER_FUSED_MAX_BATCH
+
     files = ModelFiles.locate(mixers["p4-d8-t70"])
     default = CudaInference(files, "fp32", device=emu_device)
-    assert [default.mode_for(b) for b in (1, 8)] == ["ops", "ops"] and "one launch" not in default.describe()
+    if MIXER_FUSED_MAX_BATCH:
+        limit = MIXER_FUSED_MAX_BATCH
+        assert [default.mode_for(b) for b in (1, limit, limit + 1)] == ["fused", "fused", "ops"]
+        assert f"one launch up to batch {limit}" in default.describe()
+    else:
+        assert default.mode_for(1) == "ops" and "one launch" not in default.describe()
     fp32 = CudaInference(files, "fp32", device=emu_device, fused_max_batch=4)
     assert [fp32.mode_for(b) for b in (1, 4, 5, 4096)] == ["fused", "fused", "ops", "ops"]
     assert "one launch up to batch 4" in fp32.describe()
