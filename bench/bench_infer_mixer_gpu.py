@@ -10,8 +10,8 @@ config.json and model.int8.plan.safetensors (litenet export --int8).
 
 Contenders, all in one run: LiteNet fp32, LiteNet int8 (the plan, dp4a), PyTorch eager fp32
 (bench/torch_mixer.TorchMixer with the same weights, TF32 off, inference mode; uint8 in, as LiteNet),
-LiteNet's one-launch forward of each precision (mode "fused", which auto does not pick), and the peer of
-record for latency, PyTorch compiled fp32: the same module and uint8 conversion under
+LiteNet's one-launch forward of each precision (mode "fused"; auto runs it up to MIXER_FUSED_MAX_BATCH
+images), and the peer of record for latency, PyTorch compiled fp32: the same module and uint8 conversion under
 torch.compile(mode="reduce-overhead") — inductor's fused kernels replayed from a CUDA graph, one graph
 per batch size (dynamic=False).
 - batch-1 device latency: CUDA events around ONE forward with the input on the GPU, median of
@@ -138,7 +138,7 @@ def bench_model(folder: Path, contenders: dict, args) -> dict:
     # LiteNet's few-image figures first (quick; PyTorch's compiles come after)
     small = {f"{p} {how}": {b: 1e3 * contenders[name].device_ms(big[:b], count=10, repeats=5) for b in SMALL}
              for p in ("fp32", "int8") for how, name in (("one launch", f"LiteNet {p}, one launch"),
-                                                          ("auto (a launch per op)", f"LiteNet {p}"))}
+                                                          ("auto", f"LiteNet {p}"))}
     print(f"  {folder.name} few images, µs: {small}", flush=True)
     phases = {p: phase_times_us(LiteNet(folder, p, mode="phases"), one) for p in ("fp32", "int8")}
     print(f"  {folder.name} phases at batch 1, µs: {phases}", flush=True)

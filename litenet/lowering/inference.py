@@ -7,7 +7,7 @@
   fp32 or int8, the MLP           the inference kernels' rewrite of the whole pass (fast/rows.py): one
                                   launch for small batches, tiles for large ones, from the packed model
   fp32 or int8, the Mixer, mode   the whole forward in one launch, or a launch a phase (fast/mixer_rows.py),
-  fused or phases                 meant for a few images; on request only (slower than a launch per op so far)
+  fused or phases                 meant for one image (the runtime's auto picks it at batch 1, where it wins)
   int8, the Mixer                 the int8 plan's rewrite (fast/int8_tokens.py), a launch per op
 A layer list's int8 runs in ONNX Runtime: no rewrite covers it, and the reference tier computes in float.
 

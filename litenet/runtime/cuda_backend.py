@@ -9,8 +9,8 @@ Every batch size runs a program of the op-list lowering (litenet/lowering/infere
 walk the trainer's evaluation runs: the MLP's fp32 and int8 in the inference kernels' rewrite — up to
 FUSED_MAX_BATCH images in one launch (the whole forward, phases separated by grid barriers), above it
 a tiled launch per layer; the Mixer a launch per op or fused region (fp32: the fast tier's forward;
-int8: the int8 plan's rewrite), or, asked for (mode "fused", or auto up to MIXER_FUSED_MAX_BATCH images,
-0 today), in one launch of the whole forward (infer_mixer.cu); a layer list's fp32 in the fast tier's forward.
+int8: the int8 plan's rewrite), or — in mode "fused", and in auto up to MIXER_FUSED_MAX_BATCH images (one)
+— in one launch of the whole forward (infer_mixer.cu); a layer list's fp32 in the fast tier's forward.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 # (infer-gpu-2026-12-02.md in bench/results/raw/gpu-inference.tar.xz, batch scan): fp32 fused still wins at 64 and loses at 128
 # on both presets; int8 fused wins at 16 and loses at 32 (its tiles are cheaper, its rows dearer).
 FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
-# The Mixer's one-launch forward (infer_mixer.cu) up to this batch, the launch per op above it. 0: never
-# by default — on an H100 it is slower than the launch per op at every batch measured (1: 352 against
-# 277 µs; bench/results/gpu-inference.md), so it runs only when asked for (mode "fused").
-MIXER_FUSED_MAX_BATCH = 0
+# The Mixer's one-launch forward (infer_mixer.cu) up to this batch, the launch per op above it: on an H100
+# the one launch took 240 µs at batch 1 against the launch per op's 269 (int8: 262 against 301), and 493
+# against 274 at batch 2, where each block takes two images' units (bench/results/gpu-inference.md).
+MIXER_FUSED_MAX_BATCH = 1
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
 MIN_CAPABILITY = (6, 1)  # __dp4a
