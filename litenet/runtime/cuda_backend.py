@@ -89,6 +89,8 @@ class CudaInference(Backend):
         blocks of the one-launch kernels (default: one per SM, all resident — the grid barrier needs that)."""
         if precision not in ("fp32", "int8"):
             raise LiteNetError(f"precision must be fp32 or int8, got {precision!r}")
+        if fused_grid is not None and fused_grid < 1:
+            raise ValueError(f"fused_grid must be a positive block count, got {fused_grid}")
         self.family = model.family()
         self.params = self.packed = None
         if self.family == "mlp":
@@ -157,6 +159,10 @@ class CudaInference(Backend):
         run = self._runs.get(batch)
         if run is None:
             mode = self.mode_for(batch)
+            if mode == "fused" and self.fused_grid > self.dev.sm_count:  # its grid barrier would wait forever
+                raise LiteNetError(f"fused_grid {self.fused_grid} is more blocks than the GPU's {self.dev.sm_count} "
+                                   "multiprocessors: the one-launch forward needs every block resident, "
+                                   "one a multiprocessor")
             program = lower_inference(self.model, batch, self.precision, self.dev.sm_count, packed=self.packed,
                                       mode=mode, grid=self.fused_grid)
             run = ForwardRun(program, self.model, self.dev, self.params, mode)

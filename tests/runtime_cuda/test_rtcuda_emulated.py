@@ -87,6 +87,15 @@ def test_auto_mode_picks_one_launch_for_small_batches(models, emu_device):
     assert be.classes == ModelFiles.locate(models["seed-like"]).classes
 
 
+def test_one_launch_refuses_more_blocks_than_multiprocessors(models, images, emu_device):
+    """Its grid barrier needs every block resident: a grid past the SM count would hang, so it is refused."""
+    from litenet.errors import LiteNetError
+
+    be = backend(models, "seed-like", "fp32", emu_device, "fused", emu_device.sm_count + 1)
+    with pytest.raises(LiteNetError, match="every block resident"):
+        be.predict(images[:1])
+
+
 def test_predict_refuses_wrong_images(models, emu_device):
     be = backend(models, "seed-like", "fp32", emu_device, "tiles", 3)
     with pytest.raises(ValueError):

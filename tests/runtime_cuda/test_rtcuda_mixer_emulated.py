@@ -313,6 +313,24 @@ def test_auto_mode_runs_the_one_launch_only_up_to_its_batch(mixers, emu_device):
     assert int8.mode_for(1) == "ops"
 
 
+def test_one_launch_refuses_a_grid_that_cannot_all_be_resident(mixers, images):
+    """The grid barrier needs every block resident (one a multiprocessor): a larger grid is refused before
+    anything is allocated, where it would hang; a launch a phase takes any grid."""
+    from emu_infer import EmuInferDevice
+
+    from litenet.errors import LiteNetError
+
+    files = ModelFiles.locate(mixers["p8-d13-t5"])
+    be = CudaInference(files, "fp32", device=EmuInferDevice(sm_count=2), mode="fused", fused_grid=3)
+    with pytest.raises(LiteNetError, match="every block resident"):
+        be.predict(images[:1])
+    assert not be._runs
+    phases = CudaInference(files, "fp32", device=EmuInferDevice(sm_count=2), mode="phases", fused_grid=3)
+    assert phases.predict(images[:1]).shape == (1, 10)
+    with pytest.raises(ValueError, match="positive"):
+        CudaInference(files, "fp32", device=EmuInferDevice(sm_count=2), fused_grid=-1)
+
+
 def test_is_mixer_reads_the_op_list():
     from litenet.graph import ops_of
     from litenet.lowering.fast.mixer_rows import is_mixer
