@@ -179,6 +179,21 @@ __device__ __forceinline__ int rows_from(int t0, int warps, int T) {
     return min(ML_ROWS, (T - t0 + warps - 1) / warps);
 }
 
+// Each row of an image's (T, d) tile in shared memory with its LayerNorm statistics: each(t, st) on every
+// lane of the row's warp, a warp's rows in increasing t, ML_ROWS of them a smem_rows_stats call.
+template <class Each>
+__device__ __forceinline__ void tile_rows_stats(const float* tile, int T, int d, float eps, const Each& each) {
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    for (int t0 = warp; t0 < T; t0 += warps * ML_ROWS) {
+        const int rows = rows_from(t0, warps, T);
+        float2 st[ML_ROWS];
+        smem_rows_stats([&](int r) { return tile + (t0 + r * warps) * d; }, rows, d, eps, st);
+#pragma unroll
+        for (int r = 0; r < ML_ROWS; ++r)
+            if (r < rows) each(t0 + r * warps, st[r]);
+    }
+}
+
 // A slice of n values fetched into registers, ML_PREFETCH a thread (element e by thread e % blockDim.x), so
 // their round trip to L2 overlaps the work between fetch() and put(); put() stores map(v) for each at dst[e],
 // fetching the rest (elements past ML_PREFETCH·blockDim.x) as it stores them.
@@ -263,18 +278,10 @@ __device__ __forceinline__ void mixer_rows(
                 stage_tile(tile, x + (size_t)b * T * d, T * d);
                 for (int j = lane; j < d; j += 32) sums[warp * d + j] = 0.f;
                 __syncthreads();
-                for (int t0 = warp; t0 < T; t0 += warps * ML_ROWS) {
-                    const int rows = rows_from(t0, warps, T);
-                    float2 st[ML_ROWS];
-                    smem_rows_stats([&](int r) { return tile + (t0 + r * warps) * d; }, rows, d, eps, st);
-#pragma unroll
-                    for (int r = 0; r < ML_ROWS; ++r)
-                        if (r < rows) {
-                            const float* row = tile + (t0 + r * warps) * d;
-                            for (int j = lane; j < d; j += 32)
-                                sums[warp * d + j] += normed(row[j], st[r], F[ln[0] + j], F[ln[1] + j]);
-                        }
-                }
+                tile_rows_stats(tile, T, d, eps, [&](int t, float2 st) {
+                    for (int j = lane; j < d; j += 32)
+                        sums[warp * d + j] += normed(tile[t * d + j], st, F[ln[0] + j], F[ln[1] + j]);
+                });
                 __syncthreads();
                 for (int j = threadIdx.x; j < d; j += blockDim.x) {
                     float s = 0.f;
@@ -302,18 +309,10 @@ __device__ __forceinline__ void mixer_rows(
                 stage_tile(tile, img, T * d);
                 __syncthreads();
                 // whole rows' statistics; this unit's columns kept, normalised
-                for (int t0 = warp; t0 < T; t0 += warps * ML_ROWS) {
-                    const int rows = rows_from(t0, warps, T);
-                    float2 st[ML_ROWS];
-                    smem_rows_stats([&](int r) { return tile + (t0 + r * warps) * d; }, rows, d, eps, st);
-#pragma unroll
-                    for (int r = 0; r < ML_ROWS; ++r)
-                        if (r < rows) {
-                            const int t = t0 + r * warps;
-                            for (int j = lane; j < cn; j += 32)
-                                nrm[t * CT + j] = P.in(normed(tile[t * d + c0 + j], st[r], g[c0 + j], be[c0 + j]), r1);
-                        }
-                }
+                tile_rows_stats(tile, T, d, eps, [&](int t, float2 st) {
+                    for (int j = lane; j < cn; j += 32)
+                        nrm[t * CT + j] = P.in(normed(tile[t * d + c0 + j], st, g[c0 + j], be[c0 + j]), r1);
+                });
                 __syncthreads();
                 block_dots<Acc>(Th * cn, T, [&](int o) { return P.ahead(r1, o / cn); },
                                 [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
