@@ -34,9 +34,9 @@ from litenet.runtime.model_files import MODEL_HINT, ModelFiles
 # (infer-gpu-2026-12-02.md in bench/results/raw/gpu-inference.tar.xz, batch scan): fp32 fused still wins at 64 and loses at 128
 # on both presets; int8 fused wins at 16 and loses at 32 (its tiles are cheaper, its rows dearer).
 FUSED_MAX_BATCH = {"fp32": 64, "int8": 16}
-# The Mixer's one-launch forward (infer_mixer.cu) up to this batch, the launch per op above it: on an H100
-# the one launch took 240 µs at batch 1 against the launch per op's 269 (int8: 262 against 301), and 493
-# against 274 at batch 2, where each block takes two images' units (bench/results/gpu-inference.md).
+# The Mixer's one-launch forward (infer_mixer.cu) up to this batch, the launch per op above it: the one launch
+# wins at batch 1 and loses from batch 2 on, where each block takes two images' units (measured on an H100 in
+# both precisions: bench/results/gpu-inference.md).
 MIXER_FUSED_MAX_BATCH = 1
 CHUNK = 4096          # the largest batch run at once; predict splits bigger inputs
 KEPT_SIZES = 8        # batch sizes whose buffers and graphs are kept (least recently used dropped)
