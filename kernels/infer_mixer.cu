@@ -27,7 +27,7 @@
 // into shared memory, so each thread's long sum waits on shared memory, not on one L2 round trip after
 // another; a warp takes ML_ROWS rows' statistics at once; each output's bias (and multiplier) is fetched
 // before its sum. (The token unit reads its products' weights from L2 as it sums: staging them in shared
-// memory first measured slower — docs/decisions.md, "Where a phase's time goes".)
+// memory first measured slower — docs/decisions.md, "The Mixer's forward for a few images in one launch".)
 //   head                  unit = image: its tile into shared memory, LayerNorm of every patch, their mean,
 //                         the logits
 //
