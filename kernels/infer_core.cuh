@@ -139,7 +139,8 @@ __device__ void tile_gemm(const Load& A, int M, int Kw, const typename T::Word* 
 
 // ---------------------------------------------------------------------------------------------
 // LayerNorm of one row by one warp (litenet.ops.layernorm_forward, the int8 plan's): μ = Σs/d, σ² = Σ(s − μ)²/d (biased),
-// y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j, each operation rounded once; emit(j, y_j) for j < d.
+// y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j, each operation rounded once (the divisions by div_rn, the same bits);
+// emit(j, y_j) for j < d.
 // s may have been written by another block of this launch: it is read past L1 (__ldcg), once:
 // the first LN_REG·32 values stay in registers (one round trip to L2 instead of three at batch 1).
 #define LN_REG 16
@@ -168,14 +169,14 @@ __device__ __forceinline__ void ln_row(const float* s, const float* gamma, const
         const float c = __fsub_rn(__ldcg(s + j), mean);
         sq = __fadd_rn(sq, __fmul_rn(c, c));
     }
-    const float sd = sqrtf(__fadd_rn(__fdiv_rn(warp_sum(sq), (float)d), eps));
+    const float sd = sqrtf(__fadd_rn(__fdiv_rn(warp_sum(sq), (float)d), eps)), inv_sd = __frcp_rn(sd);
 #pragma unroll
     for (int i = 0; i < LN_REG; ++i) {
         const int j = lane + 32 * i;
-        if (j < d) emit(j, __fadd_rn(__fmul_rn(__fdiv_rn(__fsub_rn(v[i], mean), sd), gamma[j]), beta[j]));
+        if (j < d) emit(j, __fadd_rn(__fmul_rn(div_rn(__fsub_rn(v[i], mean), sd, inv_sd), gamma[j]), beta[j]));
     }
     for (int j = lane + 32 * LN_REG; j < d; j += 32)
-        emit(j, __fadd_rn(__fmul_rn(__fdiv_rn(__fsub_rn(__ldcg(s + j), mean), sd), gamma[j]), beta[j]));
+        emit(j, __fadd_rn(__fmul_rn(div_rn(__fsub_rn(__ldcg(s + j), mean), sd, inv_sd), gamma[j]), beta[j]));
 }
 
 // ---------------------------------------------------------------------------------------------

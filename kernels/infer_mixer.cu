@@ -68,12 +68,18 @@
 // compiler must reload it after each store to shared memory, which it cannot prove apart).
 struct Rec {
     int w, b, m, kp;
-    float sx;
+    float sx, inv_sx;  // (int8) the input's scale and its reciprocal, for quantize_by
 };
 
 __device__ __forceinline__ Rec rec(const int* r) {
-    return Rec{r[ML_W], r[ML_B], r[ML_M], r[ML_KP], __int_as_float(r[ML_SX])};
+    const float sx = __int_as_float(r[ML_SX]);
+    return Rec{r[ML_W], r[ML_B], r[ML_M], r[ML_KP], sx, __frcp_rn(sx)};
 }
+
+// A row's LayerNorm statistics: μ, √(σ² + eps) and its reciprocal (normed() divides by div_rn).
+struct Stats {
+    float mean, sd, inv_sd;
+};
 
 // A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
 // int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n], mul() is one term of the sum;
@@ -104,7 +110,7 @@ struct Products<true> {
     const signed char* W;
     // int8 values travel as the bits of an int in a float slot: one integer multiply a term, no conversions
     __device__ __forceinline__ float in(float x, const Rec& r) const {
-        return __int_as_float(quantize_rn(x, r.sx));
+        return __int_as_float(quantize_by(x, r.sx, r.inv_sx));
     }
     __device__ __forceinline__ float weight(const Rec& r, int k, int n, int) const {  // W (out, in), rows of KP bytes
         return __int_as_float((int)W[(size_t)r.w * 4 + (size_t)n * r.kp + k]);
@@ -139,12 +145,64 @@ __device__ __forceinline__ void block_dots(int outs, int K, const Ahead& ahead, 
     }
 }
 
+// out[r][c] = Σ_k X[r·K + k]·W[k·N + c] for r < R ≤ ML_TG and c < N, X and W in shared memory: the channel
+// units' products, R patches × N channels. Each thread takes one column's R sums over its slice of k (k ≡ s mod
+// S): a weight read serves R terms and a row's value is one broadcast, and each sum is a chain of K/S terms where
+// block_dots' one output a thread would chain K/S' ≫ K/S of them. The columns run along the lanes (a warp's
+// weight reads are conflict-free), the slices along the rest of the lanes and then the warps; the partial sums
+// meet by shuffles within a warp, then across warps in part (ML_TG·blockDim slots), in a fixed order.
+// emit(r, c, sum, ahead(c)) once an output; ahead as block_dots'. Every thread of the block must call it.
+template <bool INT8, class Ahead, class Emit>
+__device__ __forceinline__ void rows_dots(const Products<INT8>& P, const float* X, int R, int K, const float* W, int N,
+                                          float* part, const Ahead& ahead, const Emit& emit) {
+    typedef typename Products<INT8>::Acc Acc;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    int np = 1;  // lanes a group of columns spans
+    while (np < 32 && np < N) np *= 2;
+    const int ls = 32 / np, groups = (N + np - 1) / np;  // slices along the lanes; column groups
+    const int wg = max(1, warps / groups), S = ls * wg;  // warps a column group; slices
+    const int per = (warps / wg) * np;                   // columns a pass
+    const int g = warp / wg, sw = warp % wg, s = lane / np + ls * sw;
+    Acc* sums = reinterpret_cast<Acc*>(part);            // (wg, ML_TG, per) each warp's partial sums
+    for (int c0 = 0; c0 < N; c0 += per) {
+        const int cols = min(per, N - c0), c = c0 + g * np + lane % np;
+        const bool live = g * np + lane % np < cols;
+        const float2 early = (int)threadIdx.x < R * cols ? ahead(c0 + threadIdx.x % cols) : make_float2(0.f, 0.f);
+        Acc acc[ML_TG];
+#pragma unroll
+        for (int r = 0; r < ML_TG; ++r) acc[r] = 0;
+        if (live)
+#pragma unroll 4
+            for (int k = s; k < K; k += S) {
+                const float w = W[k * N + c];
+#pragma unroll
+                for (int r = 0; r < ML_TG; ++r)
+                    if (r < R) acc[r] += P.mul(X[r * K + k], w);
+            }
+        for (int off = np; off < 32; off <<= 1)
+#pragma unroll
+            for (int r = 0; r < ML_TG; ++r) acc[r] += __shfl_xor_sync(LN_FULL_MASK, acc[r], off);
+        if (live && lane < np)
+#pragma unroll
+            for (int r = 0; r < ML_TG; ++r)
+                if (r < R) sums[(sw * ML_TG + r) * per + c - c0] = acc[r];
+        __syncthreads();
+        for (int o = threadIdx.x; o < R * cols; o += blockDim.x) {
+            const int r = o / cols, j = o % cols;
+            Acc total = sums[r * per + j];
+            for (int w = 1; w < wg; ++w) total += sums[(w * ML_TG + r) * per + j];
+            emit(r, c0 + j, total, o == (int)threadIdx.x ? early : ahead(c0 + j));
+        }
+        __syncthreads();  // sums is reused by the next pass
+    }
+}
+
 // The statistics of up to ML_ROWS rows held in shared memory (row(r) for r < rows), by one warp, in ln_row's
-// arithmetic (the same bits): (μ, √(σ² + eps)) into st[r]; normed() then gives y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j
+// arithmetic (the same bits): Stats into st[r]; normed() then gives y_j = (s_j − μ)/√(σ² + eps)·γ_j + β_j
 // as ln_row emits it. The rows' sums are interleaved, so their loads, shuffles and divisions overlap where a
 // row at a time would wait on each in turn; each row's terms are summed in ln_row's order.
 template <class Row>
-__device__ __forceinline__ void smem_rows_stats(const Row& row, int rows, int d, float eps, float2 (&st)[ML_ROWS]) {
+__device__ __forceinline__ void smem_rows_stats(const Row& row, int rows, int d, float eps, Stats (&st)[ML_ROWS]) {
     const int lane = threadIdx.x & 31;
     float sum[ML_ROWS], sq[ML_ROWS], mean[ML_ROWS];
 #pragma unroll
@@ -171,7 +229,10 @@ __device__ __forceinline__ void smem_rows_stats(const Row& row, int rows, int d,
 #pragma unroll
         for (int r = 0; r < ML_ROWS; ++r) sq[r] += __shfl_xor_sync(LN_FULL_MASK, sq[r], o);
 #pragma unroll
-    for (int r = 0; r < ML_ROWS; ++r) st[r] = make_float2(mean[r], sqrtf(__fadd_rn(__fdiv_rn(sq[r], (float)d), eps)));
+    for (int r = 0; r < ML_ROWS; ++r) {
+        const float sd = sqrtf(__fadd_rn(__fdiv_rn(sq[r], (float)d), eps));
+        st[r] = Stats{mean[r], sd, __frcp_rn(sd)};
+    }
 }
 
 // How many of the rows t0, t0 + warps, … (below T) one smem_rows_stats call of a warp takes.
@@ -186,7 +247,7 @@ __device__ __forceinline__ void tile_rows_stats(const float* tile, int T, int d,
     const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int t0 = warp; t0 < T; t0 += warps * ML_ROWS) {
         const int rows = rows_from(t0, warps, T);
-        float2 st[ML_ROWS];
+        Stats st[ML_ROWS];
         smem_rows_stats([&](int r) { return tile + (t0 + r * warps) * d; }, rows, d, eps, st);
 #pragma unroll
         for (int r = 0; r < ML_ROWS; ++r)
@@ -216,8 +277,8 @@ __device__ __forceinline__ void put(const float (&v)[ML_PREFETCH], float* dst, i
     for (int e = threadIdx.x + ML_PREFETCH * blockDim.x; e < n; e += blockDim.x) dst[e] = map(get(e));
 }
 
-__device__ __forceinline__ float normed(float v, float2 st, float gamma, float beta) {
-    return __fadd_rn(__fmul_rn(__fdiv_rn(__fsub_rn(v, st.x), st.y), gamma), beta);
+__device__ __forceinline__ float normed(float v, const Stats& st, float gamma, float beta) {
+    return __fadd_rn(__fmul_rn(div_rn(__fsub_rn(v, st.mean), st.sd, st.inv_sd), gamma), beta);
 }
 
 // An image's (T, d) tile of the stream into shared memory, every thread's loads in flight at once
@@ -278,7 +339,7 @@ __device__ __forceinline__ void mixer_rows(
                 stage_tile(tile, x + (size_t)b * T * d, T * d);
                 for (int j = lane; j < d; j += 32) sums[warp * d + j] = 0.f;
                 __syncthreads();
-                tile_rows_stats(tile, T, d, eps, [&](int t, float2 st) {
+                tile_rows_stats(tile, T, d, eps, [&](int t, const Stats& st) {
                     for (int j = lane; j < d; j += 32)
                         sums[warp * d + j] += normed(tile[t * d + j], st, F[ln[0] + j], F[ln[1] + j]);
                 });
@@ -309,7 +370,7 @@ __device__ __forceinline__ void mixer_rows(
                 stage_tile(tile, img, T * d);
                 __syncthreads();
                 // whole rows' statistics; this unit's columns kept, normalised
-                tile_rows_stats(tile, T, d, eps, [&](int t, float2 st) {
+                tile_rows_stats(tile, T, d, eps, [&](int t, const Stats& st) {
                     for (int j = lane; j < cn; j += 32)
                         nrm[t * CT + j] = P.in(normed(tile[t * d + c0 + j], st, g[c0 + j], be[c0 + j]), r1);
                 });
@@ -336,6 +397,7 @@ __device__ __forceinline__ void mixer_rows(
                 const int b = u / (tiles * hgroups), t0 = (u / hgroups) % tiles * ML_TG, n0 = (u % hgroups) * HS;
                 const int tn = min(ML_TG, T - t0), hn = min(HS, Hc - n0);
                 float* ws = sm + ML_TG * d;  // (d, hn): the weights' slice, fetched by all threads at once
+                float* part = ws + d * hn;   // rows_dots' partial sums
                 const auto get = [&](int e) { return P.weight(r, e / hn, n0 + e % hn, Hc); };
                 float v[ML_PREFETCH];
                 fetch(v, d * hn, get);  // (in flight during the LayerNorm)
@@ -346,11 +408,8 @@ __device__ __forceinline__ void mixer_rows(
                 put(v, ws, d * hn, get, [](float w) { return w; });
                 __syncthreads();
                 float* out = a + ((size_t)b * T + t0) * Hc + n0;
-                block_dots<Acc>(tn * hn, d, [&](int o) { return P.ahead(r, n0 + o % hn); },
-                                [&](int o, int k) { return P.mul(sm[(o / hn) * d + k], ws[k * hn + o % hn]); },
-                                [&](int o, Acc acc, float2 mb) {
-                                    out[(size_t)(o / hn) * Hc + o % hn] = P.gelu(P.out(acc, mb));
-                                });
+                rows_dots(P, sm, tn, d, ws, hn, part, [&](int c) { return P.ahead(r, n0 + c); },
+                          [&](int t, int c, Acc acc, float2 mb) { out[(size_t)t * Hc + c] = P.gelu(P.out(acc, mb)); });
             }
         } else {  // channel fc2 + residual: TG patches × CS channels a unit, in place
             const Rec r = rec(L + ML_CFC2);
@@ -363,6 +422,7 @@ __device__ __forceinline__ void mixer_rows(
                 float* out = x + ((size_t)b * T + t0) * d + c0;
                 float* ws = sm + ML_TG * Hc;  // (Hc, cn): the weights' slice
                 float* res = ws + Hc * CS;    // (tn, cn): the stream's values the residual adds to
+                float* part = res + ML_TG * CS;  // rows_dots' partial sums
                 // (written by other blocks of this launch: read past L1; all three fetched at once)
                 const auto get_a = [&](int e) { return __ldcg(arows + e); };
                 const auto get_w = [&](int e) { return P.weight(r, e / cn, c0 + e % cn, d); };
@@ -377,11 +437,10 @@ __device__ __forceinline__ void mixer_rows(
                 put(vw, ws, Hc * cn, get_w, same);
                 put(vr, res, tn * cn, get_r, same);
                 __syncthreads();
-                block_dots<Acc>(tn * cn, Hc, [&](int o) { return P.ahead(r, c0 + o % cn); },
-                                [&](int o, int k) { return P.mul(sm[(o / cn) * Hc + k], ws[k * cn + o % cn]); },
-                                [&](int o, Acc acc, float2 mb) {
-                                    out[(size_t)(o / cn) * d + o % cn] = __fadd_rn(res[o], P.out(acc, mb));
-                                });
+                rows_dots(P, sm, tn, Hc, ws, cn, part, [&](int c) { return P.ahead(r, c0 + c); },
+                          [&](int t, int c, Acc acc, float2 mb) {
+                              out[(size_t)t * d + c] = __fadd_rn(res[t * cn + c], P.out(acc, mb));
+                          });
             }
         }
     }

@@ -18,6 +18,19 @@ __device__ __forceinline__ int quantize_rn(float x, float scale) {  // clamp(rne
     return min(max(__float2int_rn(__fdiv_rn(x, scale)), -128), 127);
 }
 
+// a / b rounded once, the same bits as __fdiv_rn(a, b), given y = __frcp_rn(b) (1/b rounded once): the rounded
+// product and one correction from its exact remainder (Markstein's theorem; for normal a and b, as the quotients
+// here are). Where many values share a divisor, its reciprocal is taken once and each division is three
+// full-rate operations instead of __fdiv_rn's reciprocal, refinement and range check.
+__device__ __forceinline__ float div_rn(float a, float b, float y) {
+    const float q = __fmul_rn(a, y);
+    return __fmaf_rn(__fmaf_rn(-b, q, a), y, q);
+}
+
+__device__ __forceinline__ int quantize_by(float x, float scale, float inv_scale) {  // quantize_rn, 1/s given
+    return min(max(__float2int_rn(div_rn(x, scale, inv_scale)), -128), 127);
+}
+
 __device__ __forceinline__ int pack4(int q0, int q1, int q2, int q3) {
     return (q0 & 255) | ((q1 & 255) << 8) | ((q2 & 255) << 16) | ((q3 & 255) << 24);
 }

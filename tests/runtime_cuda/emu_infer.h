@@ -16,6 +16,8 @@ inline int __dp4a(int a, int b, int c) {
 
 // x86-64 float division is IEEE round-to-nearest (SSE), as __fdiv_rn.
 inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __frcp_rn(float b) { return 1.f / b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
 
 // Round half to even (the default rounding mode), saturating as the GPU does; NaN → 0.
 inline int __float2int_rn(float x) {

@@ -278,6 +278,19 @@ def test_mixer_rows_int8_is_the_launch_per_op_bit_for_bit_mostly(mixers, images)
     assert np.mean(np.all(rows == ops, axis=1)) >= 0.5
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_mixer_rows_channel_products_wider_than_the_block(tmp_path_factory, images, precision):
+    """A hidden width past 256 on one block: the channel fc1 unit's 300 columns take rows_dots two passes
+    (its fc2's 6 columns share each warp's lanes with 4 slices of the sum)."""
+    from emu_infer import EmuInferDevice
+
+    model = MixerConfig(patch=16, width=6, token_hidden=3, channel_hidden=300, blocks=1, input_shift=0.2)
+    folder = export_mixer(tmp_path_factory.mktemp("rtcuda-mixer-wide"), model)
+    be = CudaInference(ModelFiles.locate(folder), precision, device=EmuInferDevice(sm_count=1), mode="fused")
+    check = check_mixer_fp32 if precision == "fp32" else check_mixer_int8
+    check(be, folder, images[:2])
+
+
 def test_mixer_rows_at_litenet_mixer_size(tmp_path_factory, images):
     """The preset's own shape (T = 64, d 128, MLPs 64 / 512, 8 blocks), one launch, 1 and 3 images."""
     from emu_infer import EmuInferDevice

@@ -56,21 +56,23 @@ def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
     unit — each as small as keeps the phase's units within one per block of the grid (CT also within
     shared memory: a small grid takes more units a block instead)."""
     m, slots = model, SMEM_LIMIT // 4
-    tiles = -(-m.tokens // TG)
+    tiles, part = -(-m.tokens // TG), TG * THREADS  # part: rows_dots' partial sums
     ct = max(1, min(-(-batch * m.width // grid), (slots - m.tokens * m.width) // (m.tokens + m.token_hidden)))
-    hs = max(1, min(-(-batch * tiles * m.channel_hidden // grid), (slots - TG * m.width) // m.width))
-    cs = max(1, min(-(-batch * tiles * m.width // grid), (slots - TG * m.channel_hidden) // (m.channel_hidden + TG)))
+    hs = max(1, min(-(-batch * tiles * m.channel_hidden // grid), (slots - TG * m.width - part) // m.width))
+    cs = max(1, min(-(-batch * tiles * m.width // grid),
+                    (slots - TG * m.channel_hidden - part) // (m.channel_hidden + TG)))
     return ct, hs, cs
 
 
 def smem_floats(model, widths: tuple[int, int, int]) -> int:
     """Dynamic shared memory of the kernel, in 4-byte slots: the largest phase's (an image's stream tile
-    with the token unit's columns or the head's sums; a channel unit's rows and its slice of the weights,
-    fc2's with the stream values its residual adds to)."""
+    with the token unit's columns or the head's sums; a channel unit's rows, its slice of the weights (fc2's
+    with the stream values its residual adds to) and its products' partial sums)."""
     (ct, hs, cs), m, warps = widths, model, THREADS // 32
     tile = m.tokens * m.width  # an image's stream: the token and head phases' LayerNorm of whole rows
-    return max(m.patch * m.patch * 3, tile + (m.tokens + m.token_hidden) * ct, (TG + hs) * m.width,
-               (TG + cs) * m.channel_hidden + TG * cs, tile + (warps + 1) * m.width)
+    part = TG * THREADS
+    return max(m.patch * m.patch * 3, tile + (m.tokens + m.token_hidden) * ct, (TG + hs) * m.width + part,
+               (TG + cs) * m.channel_hidden + TG * cs + part, tile + (warps + 1) * m.width)
 
 
 def fits(model, batch: int, grid: int) -> bool:
