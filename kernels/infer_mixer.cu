@@ -11,16 +11,18 @@
 // them waiting on the one before; here the whole forward is 3·blocks + 2 phases separated by grid
 // barriers, each phase cut into as many units as the grid has blocks:
 //
-//   embed                 unit = (image, patch): its P²·3 values, then its d outputs
-//   token  (block i)      unit = (image, CT channels): the image's (T, d) tile into shared memory and the
-//                         LayerNorm statistics of all T patches (every unit recomputes them), then for its channels
-//                         the token MLP — T → Th → T with GELU — entirely in shared memory, plus the
-//                         residual. It reads stream X[i % 2] and writes X[(i+1) % 2]: the other units
-//                         still read whole rows of the first while it writes.
+//   embed                 unit = (image, patch): its P²·3 values, then its d outputs and their LayerNorm
+//                         statistics (for block 0's token LayerNorm)
+//   token  (block i)      unit = (image, CT channels): its channels of all T patches, normalised by the
+//                         patches' statistics, then the token MLP — T → Th → T with GELU — entirely in shared
+//                         memory, plus the residual. It reads stream X[i % 2] and writes X[(i+1) % 2]: the
+//                         other units still read the first while it writes.
 //   channel fc1 (block i) unit = (image, TG patches, HS hidden channels): the LayerNorm of its patches,
 //                         then a = GELU(· W1 + b1) for its hidden channels into A
 //   channel fc2 (block i) unit = (image, TG patches, CS channels): x += A W2 + b2 in place (each element
-//                         read and written by one thread)
+//                         read and written by one thread); the unit that finishes its TG patches' rows (the
+//                         last to arrive at their count) takes their statistics for the next LayerNorm of whole
+//                         rows, which every unit of the next phase would otherwise take again
 // At a few images each phase is a chain of latencies, not of arithmetic, so a unit keeps its round trips to
 // L2 few and overlapped: a channel unit fetches its slice of the weights (fc2 also its rows of A and the
 // stream values its residual adds to) into registers with every thread at once before its other work, then
@@ -28,8 +30,8 @@
 // another; a warp takes ML_ROWS rows' statistics at once; each output's bias (and multiplier) is fetched
 // before its sum. (The token unit reads its products' weights from L2 as it sums: staging them in shared
 // memory first measured slower — docs/decisions.md, "The Mixer's forward for a few images in one launch".)
-//   head                  unit = image: its tile into shared memory, LayerNorm of every patch, their mean,
-//                         the logits
+//   head                  unit = image: its tile into shared memory, LayerNorm of every patch (the statistics
+//                         as the last fc2 left them), their mean, the logits; the image's counts back to zero
 //
 // `layout` (ML_* below, litenet/lowering/fast/mixer_rows.py writes it) holds, per product, a record of
 // ML_REC ints — its weights, bias, multipliers, packed row bytes and input scale — and per LayerNorm the
@@ -38,7 +40,7 @@
 // multipliers m[n] = s_x·s_w[n], biases, γ, β): each product's float input is quantized as it is staged
 // (quantize_rn), the int32 sums are exact, y = float(acc)·m[n] + b[n] rounded as the plan rounds it.
 // LayerNorm is ln_row's arithmetic (each operation rounded once, as the int8 plan's). Every dot product is spread
-// over S threads (block_dots) and summed in a fixed order: the same bits on every run; fp32's order
+// over S threads (block_dots, rows_dots) and summed in a fixed order: the same bits on every run; fp32's order
 // differs from NumPy's (the tests hold its logits to the fp32 tolerance), int8's sums are exact.
 // Launch: grid ≤ the SM count (every block resident: the grid barrier), 256 threads, dynamic shared
 // memory mixer_rows_smem() floats (mixer_rows.py). [phase_begin, phase_end) selects phases; one phase a
@@ -281,6 +283,32 @@ __device__ __forceinline__ float normed(float v, const Stats& st, float gamma, f
     return __fadd_rn(__fmul_rn(div_rn(__fsub_rn(v, st.mean), st.sd, st.inv_sd), gamma), beta);
 }
 
+// A patch's statistics as the phase before left them (written by other blocks of this launch: read past L1).
+__device__ __forceinline__ Stats stats_at(const float* stats, size_t row) {
+    const float sd = __ldcg(stats + 2 * row + 1);
+    return Stats{__ldcg(stats + 2 * row), sd, __frcp_rn(sd)};
+}
+
+__device__ __forceinline__ void put_stats(float* stats, size_t row, const Stats& st) {
+    stats[2 * row] = st.mean;
+    stats[2 * row + 1] = st.sd;
+}
+
+// A unit's arrival at its tile's count of finished units: the count before it. Thread 0 calls it after a
+// __syncthreads: it releases the block's writes and acquires those of the units before it (as grid_barrier).
+__device__ __forceinline__ unsigned int arrive(unsigned int* count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(LITENET_EMULATOR)
+    unsigned int before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(count) : "memory");
+    return before;
+#else
+    __threadfence();
+    const unsigned int before = atomicAdd(count, 1u);
+    __threadfence();
+    return before;
+#endif
+}
+
 // An image's (T, d) tile of the stream into shared memory, every thread's loads in flight at once
 // (read past L1: other blocks wrote it in this launch).
 __device__ __forceinline__ void stage_tile(float* tile, const float* img, int n) {
@@ -297,8 +325,10 @@ template <bool INT8>
 __device__ __forceinline__ void mixer_rows(
     const unsigned char* pixels, int B, int patch, float shift, float scale, const Products<INT8> P,
     const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0,
-    float* x1, float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
+    float* x1, float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end,
+    unsigned int* sync) {
     typedef typename Products<INT8>::Acc Acc;
+    __shared__ int last;  // (channel fc2) whether this unit finished its tile
     LN_DYNAMIC_SMEM(float, sm);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     const int side = 32 / patch, per_patch = patch * patch * 3;
@@ -323,9 +353,16 @@ __device__ __forceinline__ void mixer_rows(
                 }
                 __syncthreads();
                 float* out = X[0] + (size_t)u * d;
+                float* row = sm + per_patch;  // (d) the patch's row, for its statistics
                 block_dots<Acc>(d, per_patch, [&](int o) { return P.ahead(r, o); },
                                 [&](int o, int k) { return P.mul(sm[k], P.weight(r, k, o, d)); },
-                                [&](int o, Acc acc, float2 mb) { out[o] = P.out(acc, mb); });
+                                [&](int o, Acc acc, float2 mb) { out[o] = row[o] = P.out(acc, mb); });
+                __syncthreads();
+                if (warp == 0) {  // the row is whole here: its statistics for block 0's token LayerNorm
+                    Stats st[ML_ROWS];
+                    smem_rows_stats([&](int) { return row; }, 1, d, eps, st);
+                    if (lane == 0) put_stats(stats, u, st[0]);
+                }
             }
         } else if (p == head) {  // final LayerNorm, mean over the patches, the head
             const int* ln = layout + ML_BLOCK0 + ML_PER_BLOCK * blocks;
@@ -334,15 +371,19 @@ __device__ __forceinline__ void mixer_rows(
             float* tile = sm;                // (T, d) the image's stream
             float* sums = tile + T * d;      // (warps, d) each warp's sum of its normalised rows
             float* pool = sums + warps * d;  // (d) their mean, staged for the head
+            float* rows = pool + d;          // (T, 2) the patches' statistics (the last channel fc2 took them)
             for (int b = blockIdx.x; b < B; b += gridDim.x) {
                 __syncthreads();
                 stage_tile(tile, x + (size_t)b * T * d, T * d);
+                for (int e = threadIdx.x; e < 2 * T; e += blockDim.x) rows[e] = __ldcg(stats + (size_t)b * T * 2 + e);
                 for (int j = lane; j < d; j += 32) sums[warp * d + j] = 0.f;
+                for (int e = threadIdx.x; e < tiles; e += blockDim.x) counts[b * tiles + e] = 0;  // (the last reader)
                 __syncthreads();
-                tile_rows_stats(tile, T, d, eps, [&](int t, const Stats& st) {
+                for (int t = warp; t < T; t += warps) {  // a warp's rows in increasing t
+                    const Stats st{rows[2 * t], rows[2 * t + 1], __frcp_rn(rows[2 * t + 1])};
                     for (int j = lane; j < d; j += 32)
                         sums[warp * d + j] += normed(tile[t * d + j], st, F[ln[0] + j], F[ln[1] + j]);
-                });
+                }
                 __syncthreads();
                 for (int j = threadIdx.x; j < d; j += blockDim.x) {
                     float s = 0.f;
@@ -358,8 +399,8 @@ __device__ __forceinline__ void mixer_rows(
             const Rec r1 = rec(L + ML_TFC1), r2 = rec(L + ML_TFC2);
             const float* xin = X[i % 2];
             float* xout = X[(i + 1) % 2];
-            float* tile = sm;             // (T, d) the image's stream: LayerNorm needs whole rows
-            float* nrm = tile + T * d;    // (T, CT) normalised columns, staged for the first product
+            float* cols = sm;             // (T, CT) its channels of the stream
+            float* nrm = cols + T * CT;   // (T, CT) the same normalised, staged for the first product
             float* hid = nrm + T * CT;    // (Th, CT) its GELU, staged for the second
             const float *g = F + L[ML_TLN], *be = F + L[ML_TLN + 1];
             const int groups = (d + CT - 1) / CT;
@@ -367,13 +408,13 @@ __device__ __forceinline__ void mixer_rows(
                 const int b = u / groups, c0 = (u % groups) * CT, cn = min(CT, d - c0);
                 const float* img = xin + (size_t)b * T * d;
                 __syncthreads();
-                stage_tile(tile, img, T * d);
-                __syncthreads();
-                // whole rows' statistics; this unit's columns kept, normalised
-                tile_rows_stats(tile, T, d, eps, [&](int t, const Stats& st) {
-                    for (int j = lane; j < cn; j += 32)
-                        nrm[t * CT + j] = P.in(normed(tile[t * d + c0 + j], st, g[c0 + j], be[c0 + j]), r1);
-                });
+                // its channels of every patch, normalised by the patches' statistics (the phase before took them)
+                for (int e = threadIdx.x; e < T * cn; e += blockDim.x) {
+                    const int t = e / cn, j = e % cn;
+                    const float v = __ldcg(img + (size_t)t * d + c0 + j);
+                    cols[t * CT + j] = v;
+                    nrm[t * CT + j] = P.in(normed(v, stats_at(stats, (size_t)b * T + t), g[c0 + j], be[c0 + j]), r1);
+                }
                 __syncthreads();
                 block_dots<Acc>(Th * cn, T, [&](int o) { return P.ahead(r1, o / cn); },
                                 [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
@@ -385,8 +426,8 @@ __device__ __forceinline__ void mixer_rows(
                 block_dots<Acc>(T * cn, Th, [&](int o) { return P.ahead(r2, o / cn); },
                                 [&](int o, int k) { return P.mul(hid[k * CT + o % cn], P.weight(r2, k, o / cn, T)); },
                                 [&](int o, Acc acc, float2 mb) {
-                                    const size_t at = (size_t)(o / cn) * d + c0 + o % cn;
-                                    out[at] = __fadd_rn(tile[at], P.out(acc, mb));
+                                    const int t = o / cn, j = o % cn;
+                                    out[(size_t)t * d + c0 + j] = __fadd_rn(cols[t * CT + j], P.out(acc, mb));
                                 });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit
@@ -441,6 +482,19 @@ __device__ __forceinline__ void mixer_rows(
                           [&](int t, int c, Acc acc, float2 mb) {
                               out[(size_t)t * d + c] = __fadd_rn(res[t * cn + c], P.out(acc, mb));
                           });
+                // the unit that finishes the tile's rows takes their statistics, for the next LayerNorm of whole
+                // rows (the next block's token unit, the head), where every unit of that phase would take them
+                if (threadIdx.x == 0)
+                    last = arrive(counts + b * tiles + t0 / ML_TG) == (unsigned int)((i + 1) * cgroups - 1);
+                __syncthreads();
+                if (last) {
+                    float* rows = x + ((size_t)b * T + t0) * d;
+                    stage_tile(sm, rows, tn * d);
+                    __syncthreads();
+                    tile_rows_stats(sm, tn, d, eps, [&](int t, const Stats& st) {
+                        if (lane == 0) put_stats(stats, (size_t)b * T + t0 + t, st);
+                    });
+                }
             }
         }
     }
@@ -451,18 +505,19 @@ __device__ __forceinline__ void mixer_rows(
 extern "C" __global__ void infer_mixer_fp32_rows(
     const unsigned char* pixels, int B, int patch, float shift, float scale, const float* params, const int* layout,
     int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0, float* x1,
-    float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
+    float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
     const Products<false> P{params, nullptr};
     mixer_rows<false>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, x0, x1, a,
-                      logits, phase_begin, phase_end, sync);
+                      stats, counts, logits, phase_begin, phase_end, sync);
 }
 
 // int8: F = the plan's floats (multipliers, biases, γ, β), words = its packed int8 weights.
 extern "C" __global__ void infer_mixer_int8_rows(
     const unsigned char* pixels, int B, int patch, float shift, float scale, const float* floats, const int* words,
     const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0,
-    float* x1, float* a, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
+    float* x1, float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end,
+    unsigned int* sync) {
     const Products<true> P{floats, reinterpret_cast<const signed char*>(words)};
     mixer_rows<true>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, x0, x1, a,
-                     logits, phase_begin, phase_end, sync);
+                     stats, counts, logits, phase_begin, phase_end, sync);
 }

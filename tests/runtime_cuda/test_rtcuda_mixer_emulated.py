@@ -268,6 +268,19 @@ def test_mixer_rows_fused_is_its_phases_bit_for_bit(mixers, images, precision):
     np.testing.assert_array_equal(fused, phases)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("mode,grid", [("fused", 1), ("phases", 3)])
+def test_mixer_rows_forward_after_forward(mixers, images, precision, mode, grid):
+    """The state a forward leaves (each tile's count of finished channel units, the patches' statistics) does
+    not reach the next: the second batch through one backend gets a fresh backend's logits, bit for bit."""
+    from emu_infer import EmuInferDevice
+
+    used = _backend(mixers, "p8-d13-t5", precision, EmuInferDevice(sm_count=grid), mode=mode)
+    used.predict(images[:3])
+    fresh = _backend(mixers, "p8-d13-t5", precision, EmuInferDevice(sm_count=grid), mode=mode)
+    np.testing.assert_array_equal(used.predict(images[3:6]), fresh.predict(images[3:6]))
+
+
 def test_mixer_rows_int8_is_the_launch_per_op_bit_for_bit_mostly(mixers, images):
     """The same integers and roundings as the int8 kernels a launch per op: the same logits on most images
     (the float steps' order may move a value across a .5 step now and then)."""

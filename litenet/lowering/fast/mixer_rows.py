@@ -57,7 +57,7 @@ def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
     shared memory: a small grid takes more units a block instead)."""
     m, slots = model, SMEM_LIMIT // 4
     tiles, part = -(-m.tokens // TG), TG * THREADS  # part: rows_dots' partial sums
-    ct = max(1, min(-(-batch * m.width // grid), (slots - m.tokens * m.width) // (m.tokens + m.token_hidden)))
+    ct = max(1, min(-(-batch * m.width // grid), slots // (2 * m.tokens + m.token_hidden)))
     hs = max(1, min(-(-batch * tiles * m.channel_hidden // grid), (slots - TG * m.width - part) // m.width))
     cs = max(1, min(-(-batch * tiles * m.width // grid),
                     (slots - TG * m.channel_hidden - part) // (m.channel_hidden + TG)))
@@ -65,14 +65,14 @@ def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
 
 
 def smem_floats(model, widths: tuple[int, int, int]) -> int:
-    """Dynamic shared memory of the kernel, in 4-byte slots: the largest phase's (an image's stream tile
-    with the token unit's columns or the head's sums; a channel unit's rows, its slice of the weights (fc2's
-    with the stream values its residual adds to) and its products' partial sums)."""
+    """Dynamic shared memory of the kernel, in 4-byte slots: the largest phase's (a patch's values and its
+    row; the token unit's columns, normalised and through the first product; a channel unit's rows, its slice
+    of the weights (fc2's with the stream values its residual adds to) and its products' partial sums; the
+    head's tile of the stream, its sums and the patches' statistics)."""
     (ct, hs, cs), m, warps = widths, model, THREADS // 32
-    tile = m.tokens * m.width  # an image's stream: the token and head phases' LayerNorm of whole rows
     part = TG * THREADS
-    return max(m.patch * m.patch * 3, tile + (m.tokens + m.token_hidden) * ct, (TG + hs) * m.width + part,
-               (TG + cs) * m.channel_hidden + TG * cs + part, tile + (warps + 1) * m.width)
+    return max(m.patch * m.patch * 3 + m.width, (2 * m.tokens + m.token_hidden) * ct, (TG + hs) * m.width + part,
+               (TG + cs) * m.channel_hidden + TG * cs + part, m.tokens * m.width + (warps + 1) * m.width + 2 * m.tokens)
 
 
 def fits(model, batch: int, grid: int) -> bool:
@@ -133,6 +133,10 @@ def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: st
     x0 = state("mixer.x0", (batch, T, d), "the residual stream, image-major (even blocks read it)")
     x1 = state("mixer.x1", (batch, T, d), "the residual stream, image-major (odd blocks read it)")
     a = state("mixer.a", (batch, T, model.channel_hidden), "the channel MLP's hidden activations")
+    stats = state("mixer.stats", (batch, T, 2), "each patch's LayerNorm statistics (μ, √(σ² + eps)), taken once for "
+                  "the next token LayerNorm or the head")
+    counts = state("mixer.counts", (batch, -(-T // TG)), "the channel fc2 units finished on each tile of TG patches, "
+                   "left at zero", np.uint32)
     sync = state("infer.sync", (2,), "the grid barrier's counters, left at zero", np.uint32)
     ct, hs, cs = unit_widths(model, batch, grid)
     patches = ops[0].attrs
@@ -146,7 +150,7 @@ def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: st
                 shift=f32(patches["input_shift"]), scale=f32(patches["input_scale"]), **weights,
                 layout=layout, T=i32(T), d=i32(d), Th=i32(model.token_hidden), Hc=i32(model.channel_hidden),
                 blocks=i32(blocks), C=i32(model.classes), eps=f32(model.ln_eps), CT=i32(ct), HS=i32(hs), CS=i32(cs),
-                x0=x0, x1=x1, a=a, logits=prog.ref(prefix + ops[-1].name), sync=sync)
+                x0=x0, x1=x1, a=a, stats=stats, counts=counts, logits=prog.ref(prefix + ops[-1].name), sync=sync)
     smem = 4 * smem_floats(model, (ct, hs, cs))
     count = 3 * blocks + 2
     spans = [(0, count)] if mode == "fused" else [(p, p + 1) for p in range(count)]
