@@ -9,7 +9,8 @@
 // the same padded width, its pad columns zero; so a 16-byte vector (4 words) never straddles a
 // row end and no loop has a tail. Int8 rounding follows docs/int8-plan.md exactly: every float
 // operation on the path to a quantizer is one IEEE-rounded operation (the _rn intrinsics, so
-// NVRTC cannot contract them into FMAs), quantization divides (__fdiv_rn) and rounds half to even.
+// NVRTC cannot contract them into FMAs), quantization divides (__fdiv_rn, or div_rn: the same bits) and rounds
+// half to even.
 //
 // Pieces: rowdot (a few rows × all outputs: one warp group per output, the small-batch kernel),
 // tile_gemm (64×64 output tiles, the large-batch kernel), ln_row (LayerNorm of one row by one
