@@ -392,7 +392,6 @@ __device__ __forceinline__ void mixer_rows(
     float* x1, float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end,
     unsigned int* sync) {
     typedef typename Products<INT8>::Acc Acc;
-    __shared__ int last;  // (channel fc2) whether this unit finished its tile
     LN_DYNAMIC_SMEM(float, sm);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
     const int side = 32 / patch, per_patch = patch * patch * 3;
@@ -555,10 +554,11 @@ __device__ __forceinline__ void mixer_rows(
                           });
                 // the unit that finishes the tile's rows takes their statistics, for the next LayerNorm of whole
                 // rows (the next block's token unit, the head), where every unit of that phase would take them
+                int* last = reinterpret_cast<int*>(part);  // (rows_dots is done with it)
                 if (threadIdx.x == 0)
-                    last = arrive(counts + b * tiles + t0 / ML_TG) == (unsigned int)((i + 1) * cgroups - 1);
+                    *last = arrive(counts + b * tiles + t0 / ML_TG) == (unsigned int)((i + 1) * cgroups - 1);
                 __syncthreads();
-                if (last) {
+                if (*last) {
                     float* rows = x + ((size_t)b * T + t0) * d;
                     stage_tile(sm, rows, tn * d);
                     __syncthreads();
