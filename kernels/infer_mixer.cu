@@ -65,7 +65,6 @@
 #define ML_TG 8         // patches per channel-MLP unit (one warp each for their LayerNorm)
 #define ML_ROWS 8       // rows whose LayerNorm statistics one warp computes at once (smem_rows_stats)
 #define ML_PREFETCH 16  // values a thread fetches into registers ahead of their use (fetch, put)
-#define ML_TREG 16      // a token unit's weights a thread fetches into registers ahead of its sums (first_terms)
 
 // A product's record, read once a phase into registers (read through the pointer at every use, the
 // compiler must reload it after each store to shared memory, which it cannot prove apart).
@@ -150,64 +149,20 @@ struct Products<true> {
 // ahead(o)) runs on the group's first thread, ahead(o) (the output's bias, multiplier) fetched before the
 // sum so its round trip overlaps the terms'. term(o, k) is the k-th product of output o. Every thread of
 // the block must call it (the shuffles take whole warps).
-// How block_dots splits outs sums of K terms: S threads a sum, per_pass sums a pass, this thread's slice s.
-struct Split {
-    int S, per_pass, s;
-};
-
-__device__ __forceinline__ Split dots_split(int outs, int K) {
-    int S = 1;
-    while (S < 32 && 2 * S * outs <= (int)blockDim.x && 2 * S <= K) S *= 2;
-    return Split{S, (int)blockDim.x / S, (int)threadIdx.x % S};
-}
-
 template <class Acc, class Ahead, class Term, class Emit>
 __device__ __forceinline__ void block_dots(int outs, int K, const Ahead& ahead, const Term& term, const Emit& emit) {
-    const Split m = dots_split(outs, K);
-    for (int o0 = 0; o0 < outs; o0 += m.per_pass) {
-        const int o = o0 + threadIdx.x / m.S;
-        const float2 early = o < outs && m.s == 0 ? ahead(o) : make_float2(0.f, 0.f);
+    int S = 1;
+    while (S < 32 && 2 * S * outs <= (int)blockDim.x && 2 * S <= K) S *= 2;
+    const int per_pass = blockDim.x / S, s = threadIdx.x % S;
+    for (int o0 = 0; o0 < outs; o0 += per_pass) {
+        const int o = o0 + threadIdx.x / S;
+        const float2 early = o < outs && s == 0 ? ahead(o) : make_float2(0.f, 0.f);
         Acc acc = 0;
         if (o < outs)
 #pragma unroll 8
-            for (int k = m.s; k < K; k += m.S) acc += term(o, k);  // (unrolled: eight terms' loads in flight at once)
-        for (int off = m.S / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(LN_FULL_MASK, acc, off);
-        if (o < outs && m.s == 0) emit(o, acc, early);
-    }
-}
-
-// The weights of this thread's first ML_TREG terms of block_dots' first pass (split m): w[i] = weight(o, s + i·S),
-// fetched before the unit's other work so that their round trips overlap it.
-template <class Weight>
-__device__ __forceinline__ void first_terms(float (&w)[ML_TREG], const Split& m, int outs, int K, const Weight& weight) {
-    const int o = threadIdx.x / m.S;
-#pragma unroll
-    for (int i = 0; i < ML_TREG; ++i) {
-        const int k = m.s + i * m.S;
-        w[i] = o < outs && k < K ? weight(o, k) : 0.f;
-    }
-}
-
-// block_dots with term(o, k, w) = the k-th product of output o given its weight w: the first pass's first ML_TREG
-// weights from first_terms' w, the rest by weight(o, k). The same terms in the same order: the same bits.
-template <class Acc, class Ahead, class Weight, class Term, class Emit>
-__device__ __forceinline__ void block_dots_ahead(const Split& m, int outs, int K, const float (&w)[ML_TREG],
-                                                 const Ahead& ahead, const Weight& weight, const Term& term,
-                                                 const Emit& emit) {
-    for (int o0 = 0; o0 < outs; o0 += m.per_pass) {
-        const int o = o0 + threadIdx.x / m.S;
-        const float2 early = o < outs && m.s == 0 ? ahead(o) : make_float2(0.f, 0.f);
-        Acc acc = 0;
-        int k = m.s;
-        if (o < outs && o0 == 0)
-#pragma unroll
-            for (int i = 0; i < ML_TREG; ++i, k += m.S)
-                if (k < K) acc += term(o, k, w[i]);
-        if (o < outs)
-#pragma unroll 8
-            for (; k < K; k += m.S) acc += term(o, k, weight(o, k));
-        for (int off = m.S / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(LN_FULL_MASK, acc, off);
-        if (o < outs && m.s == 0) emit(o, acc, early);
+            for (int k = s; k < K; k += S) acc += term(o, k);  // (unrolled: eight terms' loads in flight at once)
+        for (int off = S / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(LN_FULL_MASK, acc, off);
+        if (o < outs && s == 0) emit(o, acc, early);
     }
 }
 
@@ -470,12 +425,6 @@ __device__ __forceinline__ void mixer_rows(
             for (int u = blockIdx.x; u < B * groups; u += gridDim.x) {
                 const int b = u / groups, c0 = (u % groups) * CT, cn = min(CT, d - c0);
                 const float* img = xin + (size_t)b * T * d;
-                const auto w1 = [&](int o, int k) { return P.weight(r1, k, o / cn, Th); };
-                const auto w2 = [&](int o, int k) { return P.weight(r2, k, o / cn, T); };
-                const Split m1 = dots_split(Th * cn, T), m2 = dots_split(T * cn, Th);
-                float v1[ML_TREG], v2[ML_TREG];  // (both products' first weights, in flight from here)
-                first_terms(v1, m1, Th * cn, T, w1);
-                first_terms(v2, m2, T * cn, Th, w2);
                 __syncthreads();
                 // its channels of every patch, normalised by the patches' statistics (the phase before took them)
                 for (int e = threadIdx.x; e < T * cn; e += blockDim.x) {
@@ -485,19 +434,19 @@ __device__ __forceinline__ void mixer_rows(
                     nrm[t * CT + j] = P.in(normed(v, stats_at(stats, (size_t)b * T + t), g[c0 + j], be[c0 + j]), r1);
                 }
                 __syncthreads();
-                block_dots_ahead<Acc>(m1, Th * cn, T, v1, [&](int o) { return P.ahead(r1, o / cn); }, w1,
-                                      [&](int o, int k, float w) { return P.mul(nrm[k * CT + o % cn], w); },
-                                      [&](int o, Acc acc, float2 mb) {
-                                          hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, mb)), r2);
-                                      });
+                block_dots<Acc>(Th * cn, T, [&](int o) { return P.ahead(r1, o / cn); },
+                                [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
+                                [&](int o, Acc acc, float2 mb) {
+                                    hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, mb)), r2);
+                                });
                 __syncthreads();
                 float* out = xout + (size_t)b * T * d;
-                block_dots_ahead<Acc>(m2, T * cn, Th, v2, [&](int o) { return P.ahead(r2, o / cn); }, w2,
-                                      [&](int o, int k, float w) { return P.mul(hid[k * CT + o % cn], w); },
-                                      [&](int o, Acc acc, float2 mb) {
-                                          const int t = o / cn, j = o % cn;
-                                          out[(size_t)t * d + c0 + j] = __fadd_rn(cols[t * CT + j], P.out(acc, mb));
-                                      });
+                block_dots<Acc>(T * cn, Th, [&](int o) { return P.ahead(r2, o / cn); },
+                                [&](int o, int k) { return P.mul(hid[k * CT + o % cn], P.weight(r2, k, o / cn, T)); },
+                                [&](int o, Acc acc, float2 mb) {
+                                    const int t = o / cn, j = o % cn;
+                                    out[(size_t)t * d + c0 + j] = __fadd_rn(cols[t * CT + j], P.out(acc, mb));
+                                });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit
             const Rec r = rec(L + ML_CFC1);
