@@ -85,9 +85,6 @@ struct Stats {
 
 // A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
 // int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n], mul() is one term of the sum;
-// a channel unit's slice of the weights, W[k → n0 + c] for k < K, c < n (of N outputs), comes in
-// slice_words(K, n) words, slice_word(r, e, n, n0, N) the e-th and slice_store(ws, e, word, K, n) putting its
-// weights at ws[k·n + c];
 // ahead(r, n) fetches what output n's epilogue needs (its bias; int8 also its multiplier) and out() turns
 // the finished sum into the float the op list computes with it. Both stage into 4-byte slots of shared memory.
 template <bool INT8>
@@ -105,11 +102,6 @@ struct Products<false> {
     __device__ __forceinline__ float mul(float x, float w) const { return x * w; }
     __device__ __forceinline__ float2 ahead(const Rec& r, int n) const { return make_float2(0.f, F[r.b + n]); }
     __device__ __forceinline__ float out(float acc, float2 mb) const { return acc + mb.y; }
-    __device__ __forceinline__ int slice_words(int K, int n) const { return K * n; }
-    __device__ __forceinline__ float slice_word(const Rec& r, int e, int n, int n0, int N) const {
-        return F[r.w + (size_t)(e / n) * N + n0 + e % n];
-    }
-    __device__ __forceinline__ void slice_store(float* ws, int e, float v, int, int) const { ws[e] = v; }
     __device__ __forceinline__ float gelu(float u) const { return gelu_value(u); }
 };
 
@@ -127,17 +119,6 @@ struct Products<true> {
     }
     __device__ __forceinline__ int mul(float x, float w) const { return __float_as_int(x) * __float_as_int(w); }
     __device__ __forceinline__ float2 ahead(const Rec& r, int n) const { return make_float2(F[r.m + n], F[r.b + n]); }
-    // the slice in words of 4 weights along k, word e = (k/4, column e % n): a load brings 4 of a row's bytes
-    __device__ __forceinline__ int slice_words(int K, int n) const { return (K + 3) / 4 * n; }
-    __device__ __forceinline__ float slice_word(const Rec& r, int e, int n, int n0, int) const {
-        return __int_as_float(reinterpret_cast<const int*>(W)[r.w + (size_t)(n0 + e % n) * (r.kp / 4) + e / n]);
-    }
-    __device__ __forceinline__ void slice_store(float* ws, int e, float v, int K, int n) const {
-        const int word = __float_as_int(v), k0 = 4 * (e / n), c = e % n;
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-            if (k0 + j < K) ws[(k0 + j) * n + c] = __int_as_float((int)(signed char)(word >> (8 * j)));
-    }
     __device__ __forceinline__ float out(int acc, float2 mb) const {
         return __fadd_rn(__fmul_rn((float)acc, mb.x), mb.y);
     }
@@ -277,7 +258,7 @@ __device__ __forceinline__ void tile_rows_stats(const float* tile, int T, int d,
 }
 
 // A slice of n values fetched into registers, ML_PREFETCH a thread (element e by thread e % blockDim.x), so
-// their round trip to L2 overlaps the work between fetch() and put(); put() hands each to store(e, v),
+// their round trip to L2 overlaps the work between fetch() and put(); put() stores map(v) for each at dst[e],
 // fetching the rest (elements past ML_PREFETCH·blockDim.x) as it stores them.
 template <class Get>
 __device__ __forceinline__ void fetch(float (&v)[ML_PREFETCH], int n, const Get& get) {
@@ -288,14 +269,14 @@ __device__ __forceinline__ void fetch(float (&v)[ML_PREFETCH], int n, const Get&
     }
 }
 
-template <class Get, class Store>
-__device__ __forceinline__ void put(const float (&v)[ML_PREFETCH], int n, const Get& get, const Store& store) {
+template <class Get, class Map>
+__device__ __forceinline__ void put(const float (&v)[ML_PREFETCH], float* dst, int n, const Get& get, const Map& map) {
 #pragma unroll
     for (int i = 0; i < ML_PREFETCH; ++i) {
         const int e = threadIdx.x + i * blockDim.x;
-        if (e < n) store(e, v[i]);
+        if (e < n) dst[e] = map(v[i]);
     }
-    for (int e = threadIdx.x + ML_PREFETCH * blockDim.x; e < n; e += blockDim.x) store(e, get(e));
+    for (int e = threadIdx.x + ML_PREFETCH * blockDim.x; e < n; e += blockDim.x) dst[e] = map(get(e));
 }
 
 __device__ __forceinline__ float normed(float v, const Stats& st, float gamma, float beta) {
@@ -457,15 +438,14 @@ __device__ __forceinline__ void mixer_rows(
                 const int tn = min(ML_TG, T - t0), hn = min(HS, Hc - n0);
                 float* ws = sm + ML_TG * d;  // (d, hn): the weights' slice, fetched by all threads at once
                 float* part = ws + d * hn;   // rows_dots' partial sums
-                const auto get = [&](int e) { return P.slice_word(r, e, hn, n0, Hc); };
-                const int words = P.slice_words(d, hn);
+                const auto get = [&](int e) { return P.weight(r, e / hn, n0 + e % hn, Hc); };
                 float v[ML_PREFETCH];
-                fetch(v, words, get);  // (in flight during the LayerNorm)
+                fetch(v, d * hn, get);  // (in flight during the LayerNorm)
                 __syncthreads();
                 if (warp < tn)  // one warp a patch: its normalised row into sm
                     ln_row(x + ((size_t)b * T + t0 + warp) * d, F + L[ML_CLN], F + L[ML_CLN + 1], eps, d,
                            [&](int j, float y) { sm[warp * d + j] = P.in(y, r); });
-                put(v, words, get, [&](int e, float w) { P.slice_store(ws, e, w, d, hn); });
+                put(v, ws, d * hn, get, [](float w) { return w; });
                 __syncthreads();
                 float* out = a + ((size_t)b * T + t0) * Hc + n0;
                 rows_dots(P, sm, tn, d, ws, hn, part, [&](int c) { return P.ahead(r, n0 + c); },
@@ -485,17 +465,17 @@ __device__ __forceinline__ void mixer_rows(
                 float* part = res + ML_TG * CS;  // rows_dots' partial sums
                 // (written by other blocks of this launch: read past L1; all three fetched at once)
                 const auto get_a = [&](int e) { return __ldcg(arows + e); };
-                const auto get_w = [&](int e) { return P.slice_word(r, e, cn, c0, d); };
-                const int words = P.slice_words(Hc, cn);
+                const auto get_w = [&](int e) { return P.weight(r, e / cn, c0 + e % cn, d); };
                 const auto get_r = [&](int e) { return __ldcg(out + (size_t)(e / cn) * d + e % cn); };
+                const auto same = [](float v) { return v; };
                 float va[ML_PREFETCH], vw[ML_PREFETCH], vr[ML_PREFETCH];
                 fetch(va, tn * Hc, get_a);
-                fetch(vw, words, get_w);
+                fetch(vw, Hc * cn, get_w);
                 fetch(vr, tn * cn, get_r);
                 __syncthreads();
-                put(va, tn * Hc, get_a, [&](int e, float v) { sm[e] = P.in(v, r); });
-                put(vw, words, get_w, [&](int e, float w) { P.slice_store(ws, e, w, Hc, cn); });
-                put(vr, tn * cn, get_r, [&](int e, float v) { res[e] = v; });
+                put(va, sm, tn * Hc, get_a, [&](float v) { return P.in(v, r); });
+                put(vw, ws, Hc * cn, get_w, same);
+                put(vr, res, tn * cn, get_r, same);
                 __syncthreads();
                 rows_dots(P, sm, tn, Hc, ws, cn, part, [&](int c) { return P.ahead(r, c0 + c); },
                           [&](int t, int c, Acc acc, float2 mb) {
