@@ -304,6 +304,14 @@ def test_mixer_rows_channel_products_wider_than_the_block(tmp_path_factory, imag
     check(be, folder, images[:2])
 
 
+def test_mixer_rows_shared_memory_is_all_dynamic():
+    """fits() holds the dynamic shared memory (smem_floats) to the 48 KB every GPU grants; a static __shared__
+    variable would push the launches that fill it past that (an invalid-argument launch at batch 8 on an H100)."""
+    from litenet.gpu import sources
+
+    assert "__shared__" not in sources.source_path("infer_mixer").read_text(encoding="utf-8")
+
+
 def test_mixer_rows_at_litenet_mixer_size(tmp_path_factory, images):
     """The preset's own shape (T = 64, d 128, MLPs 64 / 512, 8 blocks), one launch, 1 and 3 images."""
     from emu_infer import EmuInferDevice
