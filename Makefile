@@ -226,3 +226,7 @@ bench-infer: $(GPU_VENV_DEPS)  ## time LiteNet CUDA inference fp32/int8 vs PyTor
 .PHONY: bench-infer-mixer
 bench-infer-mixer: $(GPU_VENV_DEPS)  ## (~3 min, needs torch) the Mixer's CUDA inference: int8 vs fp32 batch-4096 throughput, batch-1 latency vs PyTorch eager and torch.compile reduce-overhead, the one-launch forward vs the launch per op, into bench/results/new/
 	$(PY) bench/bench_infer_mixer_gpu.py --out $(NEW_RESULTS)/infer-mixer-gpu.md
+
+.PHONY: bench-mixer-phases
+bench-mixer-phases: $(GPU_VENV_DEPS)  ## (~1 min) where the Mixer's one-launch forward spends its time: each phase's work and each grid barrier, from marks the kernel takes when built with LITENET_PHASE_TIMES, into bench/results/new/
+	$(PY) bench/mixer_phase_times.py --out $(NEW_RESULTS)/mixer-phase-times.md

@@ -185,8 +185,10 @@ __device__ __forceinline__ void ln_row(const float* s, const float* gamma, const
 // the host launches at most one block per SM (and 256 threads with this kernel's registers and
 // shared memory always fit one). sync[0] counts arrivals (barrier i completes at (i+1)·grid),
 // sync[1] departures; the last block out sets both back to zero for the next launch or replay.
+// grid_barrier is grid_arrive then grid_wait: between the two a block may start work that needs nothing
+// from the others (the Mixer's next token weights into shared memory), hidden by the wait.
 
-__device__ __forceinline__ void grid_barrier(unsigned int* sync, unsigned int& target) {
+__device__ __forceinline__ void grid_arrive(unsigned int* sync, unsigned int& target) {
     target += gridDim.x;
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -194,19 +196,32 @@ __device__ __forceinline__ void grid_barrier(unsigned int* sync, unsigned int& t
         // sm_70 on: the arrival releases this block's writes and the polling acquires everyone's (as
         // cooperative groups' grid sync does), where a full fence each side costs more
         asm volatile("red.release.gpu.add.u32 [%0], 1;" ::"l"(sync) : "memory");
+#else
+        __threadfence();  // this block's writes are visible before its arrival is
+        atomicAdd(sync, 1u);
+#endif
+    }
+}
+
+__device__ __forceinline__ void grid_wait(unsigned int* sync, unsigned int target) {
+    if (threadIdx.x == 0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(LITENET_EMULATOR)
         unsigned int arrived;
         do {
             asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(arrived) : "l"(sync) : "memory");
         } while (arrived < target);
 #else
-        __threadfence();  // this block's writes are visible before its arrival is
-        atomicAdd(sync, 1u);
         while (*(volatile unsigned int*)sync < target) {
         }
         __threadfence();
 #endif
     }
     __syncthreads();
+}
+
+__device__ __forceinline__ void grid_barrier(unsigned int* sync, unsigned int& target) {
+    grid_arrive(sync, target);
+    grid_wait(sync, target);
 }
 
 __device__ __forceinline__ void grid_leave(unsigned int* sync) {

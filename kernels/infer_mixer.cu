@@ -16,9 +16,12 @@
 //   token  (block i)      unit = (image, CT channels): its channels of all T patches, normalised by the
 //                         patches' statistics, then the token MLP — T → Th → T with GELU — entirely in shared
 //                         memory, plus the residual. It reads stream X[i % 2] and writes X[(i+1) % 2]: the
-//                         other units still read the first while it writes.
+//                         other units still read the first while it writes. Where they fit beside its
+//                         channels (TW > 0) both products' weights are in shared memory too, requested by
+//                         cp.async between the block's arrival at the barrier before and its wait there.
 //   channel fc1 (block i) unit = (image, TG patches, HS hidden channels): the LayerNorm of its patches,
-//                         then a = GELU(· W1 + b1) for its hidden channels into A
+//                         then a = GELU(· W1 + b1) for its hidden channels into A (int8: quantized as fc2
+//                         takes it, once, where each of the tile's fc2 units would quantize all of it)
 //   channel fc2 (block i) unit = (image, TG patches, CS channels): x += A W2 + b2 in place (each element
 //                         read and written by one thread); the unit that finishes its TG patches' rows (the
 //                         last to arrive at their count) takes their statistics for the next LayerNorm of whole
@@ -28,8 +31,9 @@
 // stream values its residual adds to) into registers with every thread at once before its other work, then
 // into shared memory, so each thread's long sum waits on shared memory, not on one L2 round trip after
 // another; a warp takes ML_ROWS rows' statistics at once; each output's bias (and multiplier) is fetched
-// before its sum. (The token unit reads its products' weights from L2 as it sums: staging them in shared
-// memory first measured slower — docs/decisions.md, "The Mixer's forward for a few images in one launch".)
+// before its sum. (Where the token weights do not fit, the token unit reads them from L2 as it sums: staging
+// them on the phase's critical path measured slower — docs/decisions.md, "The Mixer's forward for a few images
+// in one launch"; requested during the barrier's wait they arrive before the phase needs them.)
 //   head                  unit = image: its tile into shared memory, LayerNorm of every patch (the statistics
 //                         as the last fc2 left them), their mean, the logits; the image's counts back to zero
 //
@@ -40,7 +44,7 @@
 // multipliers m[n] = s_x·s_w[n], biases, γ, β): each product's float input is quantized as it is staged
 // (quantize_rn), the int32 sums are exact, y = float(acc)·m[n] + b[n] rounded as the plan rounds it.
 // LayerNorm is ln_row's arithmetic (each operation rounded once, as the int8 plan's). Every dot product is spread
-// over S threads (block_dots, rows_dots) and summed in a fixed order: the same bits on every run; fp32's order
+// over S threads (block_dots; fc2's rows_dots) and summed in a fixed order: the same bits on every run; fp32's order
 // differs from NumPy's (the tests hold its logits to the fp32 tolerance), int8's sums are exact.
 // Launch: grid ≤ the SM count (every block resident: the grid barrier), 256 threads, dynamic shared
 // memory mixer_rows_smem() floats (mixer_rows.py). [phase_begin, phase_end) selects phases; one phase a
@@ -83,6 +87,8 @@ struct Stats {
     float mean, sd, inv_sd;
 };
 
+__device__ __forceinline__ Stats stats_of(float mean, float sd) { return Stats{mean, sd, __frcp_rn(sd)}; }
+
 // A product's arithmetic in each precision. r: its record; the input is staged by in() (fp32 as is,
 // int8 quantized by the product's s_x), weight(r, k, n, N) reads W[k → n], mul() is one term of the sum;
 // ahead(r, n) fetches what output n's epilogue needs (its bias; int8 also its multiplier) and out() turns
@@ -103,6 +109,12 @@ struct Products<false> {
     __device__ __forceinline__ float2 ahead(const Rec& r, int n) const { return make_float2(0.f, F[r.b + n]); }
     __device__ __forceinline__ float out(float acc, float2 mb) const { return acc + mb.y; }
     __device__ __forceinline__ float gelu(float u) const { return gelu_value(u); }
+    // a product's weights as 4-byte words, to stage whole in shared memory (stage_words), and W[k → n] there
+    __device__ __forceinline__ const float* words_of(const Rec& r) const { return F + r.w; }
+    __device__ __forceinline__ int words(const Rec&, int K, int N) const { return K * N; }
+    __device__ __forceinline__ float staged(const float* s, const Rec&, int k, int n, int N) const {
+        return s[k * N + n];
+    }
 };
 
 template <>
@@ -123,6 +135,13 @@ struct Products<true> {
         return __fadd_rn(__fmul_rn((float)acc, mb.x), mb.y);
     }
     __device__ __forceinline__ float gelu(float u) const { return gelu_rn(u); }
+    __device__ __forceinline__ const float* words_of(const Rec& r) const {
+        return reinterpret_cast<const float*>(W + (size_t)r.w * 4);
+    }
+    __device__ __forceinline__ int words(const Rec& r, int, int N) const { return N * r.kp / 4; }
+    __device__ __forceinline__ float staged(const float* s, const Rec& r, int k, int n, int) const {
+        return __int_as_float((int)reinterpret_cast<const signed char*>(s)[n * r.kp + k]);
+    }
 };
 
 // outs dot products of length K, each by S threads (the largest power of two ≤ 32 with outs·S ≤ the
@@ -233,7 +252,7 @@ __device__ __forceinline__ void smem_rows_stats(const Row& row, int rows, int d,
 #pragma unroll
     for (int r = 0; r < ML_ROWS; ++r) {
         const float sd = sqrtf(__fadd_rn(__fdiv_rn(sq[r], (float)d), eps));
-        st[r] = Stats{mean[r], sd, __frcp_rn(sd)};
+        st[r] = stats_of(mean[r], sd);
     }
 }
 
@@ -285,8 +304,7 @@ __device__ __forceinline__ float normed(float v, const Stats& st, float gamma, f
 
 // A patch's statistics as the phase before left them (written by other blocks of this launch: read past L1).
 __device__ __forceinline__ Stats stats_at(const float* stats, size_t row) {
-    const float sd = __ldcg(stats + 2 * row + 1);
-    return Stats{__ldcg(stats + 2 * row), sd, __frcp_rn(sd)};
+    return stats_of(__ldcg(stats + 2 * row), __ldcg(stats + 2 * row + 1));
 }
 
 __device__ __forceinline__ void put_stats(float* stats, size_t row, const Stats& st) {
@@ -321,11 +339,61 @@ __device__ __forceinline__ void stage_tile(float* tile, const float* img, int n)
     for (int e = threadIdx.x; e < n; e += blockDim.x) tile[e] = __ldcg(img + e);
 }
 
+// Phase timing (bench/mixer_phase_times.py compiles the kernel with LITENET_PHASE_TIMES): each block's
+// globaltimer as it starts and as it finishes each phase, at ml_phase_times[(phase·grid + block)·2 + {0, 1}].
+// Without the macro the marks are nothing.
+#ifdef LITENET_PHASE_TIMES
+#define ML_PHASE_TIMES_MAX (2 * 64 * 1024)
+__device__ unsigned long long ml_phase_times[ML_PHASE_TIMES_MAX];
+__device__ __forceinline__ void phase_mark(int p, int end) {
+    __syncthreads();  // (the whole block's work)
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    const int at = (p * gridDim.x + blockIdx.x) * 2 + end;
+    if (threadIdx.x == 0 && at < ML_PHASE_TIMES_MAX) ml_phase_times[at] = now;
+}
+#else
+__device__ __forceinline__ void phase_mark(int, int) {}
+#endif
+
+// n 4-byte words into shared memory at dst: by cp.async on sm_80+, so the block need not wait for them
+// until staged_wait(); else (Pascal, the CPU emulator) an ordinary copy.
+__device__ __forceinline__ void stage_words(float* dst, const float* src, int n) {
+    for (int e = threadIdx.x; e < n; e += blockDim.x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(LITENET_EMULATOR)
+        const unsigned int to = (unsigned int)__cvta_generic_to_shared(dst + e);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(to), "l"(src + e) : "memory");
+#else
+        dst[e] = src[e];
+#endif
+    }
+}
+
+__device__ __forceinline__ void staged_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(LITENET_EMULATOR)
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+    __syncthreads();
+}
+
+// Block i's token MLP weights (both products) into shared memory past the token unit's columns, where TW > 0
+// (mixer_rows.py: they fit beside CT channels). Every block with a token unit stages them: between its arrival at
+// the grid barrier before the phase and its wait there, so they arrive while it waits, or, where the token phase
+// is the launch's first, as it begins.
+template <bool INT8>
+__device__ __forceinline__ void stage_token_weights(const Products<INT8>& P, const int* L, float* sm, int T, int Th,
+                                                    int CT) {
+    const Rec r1 = rec(L + ML_TFC1), r2 = rec(L + ML_TFC2);
+    float* w1 = sm + (2 * T + Th) * CT;
+    stage_words(w1, P.words_of(r1), P.words(r1, T, Th));
+    stage_words(w1 + P.words(r1, T, Th), P.words_of(r2), P.words(r2, Th, T));
+}
+
 template <bool INT8>
 __device__ __forceinline__ void mixer_rows(
     const unsigned char* pixels, int B, int patch, float shift, float scale, const Products<INT8> P,
-    const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0,
-    float* x1, float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end,
+    const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, int TW,
+    float* x0, float* x1, float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end,
     unsigned int* sync) {
     typedef typename Products<INT8>::Acc Acc;
     LN_DYNAMIC_SMEM(float, sm);
@@ -336,9 +404,18 @@ __device__ __forceinline__ void mixer_rows(
     float* X[2] = {x0, x1};
     unsigned int target = 0;
     for (int p = phase_begin; p < phase_end; ++p) {
-        if (p > phase_begin) grid_barrier(sync, target);
         const int i = (p - 1) / 3, part = (p - 1) % 3;
         const int* L = layout + ML_BLOCK0 + ML_PER_BLOCK * i;
+        const bool token = p < head && part == 0, staged = token && TW > 0 && blockIdx.x < B * ((d + CT - 1) / CT);
+        if (p > phase_begin) {
+            phase_mark(p - 1, 1);
+            grid_arrive(sync, target);  // (the block is done with shared memory: its __syncthreads)
+            if (staged) stage_token_weights(P, L, sm, T, Th, CT);  // in flight while the block waits
+            grid_wait(sync, target);
+        } else if (staged) {
+            stage_token_weights(P, L, sm, T, Th, CT);
+        }
+        phase_mark(p, 0);
         if (p == 0) {  // embed: one patch a unit
             const Rec r = rec(layout + ML_EMBED);
             for (int u = blockIdx.x; u < B * T; u += gridDim.x) {
@@ -379,7 +456,7 @@ __device__ __forceinline__ void mixer_rows(
                 for (int e = threadIdx.x; e < tiles; e += blockDim.x) counts[b * tiles + e] = 0;  // (the last reader)
                 __syncthreads();
                 for (int t = warp; t < T; t += warps) {  // a warp's rows in increasing t
-                    const Stats st{rows[2 * t], rows[2 * t + 1], __frcp_rn(rows[2 * t + 1])};
+                    const Stats st = stats_of(rows[2 * t], rows[2 * t + 1]);
                     for (int j = lane; j < d; j += 32)
                         sums[warp * d + j] += normed(tile[t * d + j], st, F[ln[0] + j], F[ln[1] + j]);
                 }
@@ -401,8 +478,11 @@ __device__ __forceinline__ void mixer_rows(
             float* cols = sm;             // (T, CT) its channels of the stream
             float* nrm = cols + T * CT;   // (T, CT) the same normalised, staged for the first product
             float* hid = nrm + T * CT;    // (Th, CT) its GELU, staged for the second
+            const float* w1 = hid + Th * CT;  // (where TW > 0) both products' weights, as stage_token_weights left them
+            const float* w2 = w1 + P.words(r1, T, Th);
             const float *g = F + L[ML_TLN], *be = F + L[ML_TLN + 1];
             const int groups = (d + CT - 1) / CT;
+            if (staged) staged_wait();
             for (int u = blockIdx.x; u < B * groups; u += gridDim.x) {
                 const int b = u / groups, c0 = (u % groups) * CT, cn = min(CT, d - c0);
                 const float* img = xin + (size_t)b * T * d;
@@ -415,29 +495,34 @@ __device__ __forceinline__ void mixer_rows(
                     nrm[t * CT + j] = P.in(normed(v, stats_at(stats, (size_t)b * T + t), g[c0 + j], be[c0 + j]), r1);
                 }
                 __syncthreads();
+                const auto weight1 = [&](int k, int n) {
+                    return TW > 0 ? P.staged(w1, r1, k, n, Th) : P.weight(r1, k, n, Th);
+                };
+                const auto weight2 = [&](int k, int n) {
+                    return TW > 0 ? P.staged(w2, r2, k, n, T) : P.weight(r2, k, n, T);
+                };
                 block_dots<Acc>(Th * cn, T, [&](int o) { return P.ahead(r1, o / cn); },
-                                [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], P.weight(r1, k, o / cn, Th)); },
+                                [&](int o, int k) { return P.mul(nrm[k * CT + o % cn], weight1(k, o / cn)); },
                                 [&](int o, Acc acc, float2 mb) {
                                     hid[(o / cn) * CT + o % cn] = P.in(P.gelu(P.out(acc, mb)), r2);
                                 });
                 __syncthreads();
                 float* out = xout + (size_t)b * T * d;
                 block_dots<Acc>(T * cn, Th, [&](int o) { return P.ahead(r2, o / cn); },
-                                [&](int o, int k) { return P.mul(hid[k * CT + o % cn], P.weight(r2, k, o / cn, T)); },
+                                [&](int o, int k) { return P.mul(hid[k * CT + o % cn], weight2(k, o / cn)); },
                                 [&](int o, Acc acc, float2 mb) {
                                     const int t = o / cn, j = o % cn;
                                     out[(size_t)t * d + c0 + j] = __fadd_rn(cols[t * CT + j], P.out(acc, mb));
                                 });
             }
         } else if (part == 1) {  // channel fc1 + GELU: TG patches × HS hidden channels a unit
-            const Rec r = rec(L + ML_CFC1);
+            const Rec r = rec(L + ML_CFC1), r2 = rec(L + ML_CFC2);
             const float* x = X[(i + 1) % 2];
             const int hgroups = (Hc + HS - 1) / HS;
             for (int u = blockIdx.x; u < B * tiles * hgroups; u += gridDim.x) {
                 const int b = u / (tiles * hgroups), t0 = (u / hgroups) % tiles * ML_TG, n0 = (u % hgroups) * HS;
                 const int tn = min(ML_TG, T - t0), hn = min(HS, Hc - n0);
                 float* ws = sm + ML_TG * d;  // (d, hn): the weights' slice, fetched by all threads at once
-                float* part = ws + d * hn;   // rows_dots' partial sums
                 const auto get = [&](int e) { return P.weight(r, e / hn, n0 + e % hn, Hc); };
                 float v[ML_PREFETCH];
                 fetch(v, d * hn, get);  // (in flight during the LayerNorm)
@@ -447,9 +532,12 @@ __device__ __forceinline__ void mixer_rows(
                            [&](int j, float y) { sm[warp * d + j] = P.in(y, r); });
                 put(v, ws, d * hn, get, [](float w) { return w; });
                 __syncthreads();
-                float* out = a + ((size_t)b * T + t0) * Hc + n0;
-                rows_dots(P, sm, tn, d, ws, hn, part, [&](int c) { return P.ahead(r, n0 + c); },
-                          [&](int t, int c, Acc acc, float2 mb) { out[(size_t)t * Hc + c] = P.gelu(P.out(acc, mb)); });
+                float* out = a + ((size_t)b * T + t0) * Hc + n0;  // (quantized as fc2 takes it, int8)
+                block_dots<Acc>(tn * hn, d, [&](int o) { return P.ahead(r, n0 + o % hn); },
+                                [&](int o, int k) { return P.mul(sm[(o / hn) * d + k], ws[k * hn + o % hn]); },
+                                [&](int o, Acc acc, float2 mb) {
+                                    out[(size_t)(o / hn) * Hc + o % hn] = P.in(P.gelu(P.out(acc, mb)), r2);
+                                });
             }
         } else {  // channel fc2 + residual: TG patches × CS channels a unit, in place
             const Rec r = rec(L + ML_CFC2);
@@ -473,7 +561,7 @@ __device__ __forceinline__ void mixer_rows(
                 fetch(vw, Hc * cn, get_w);
                 fetch(vr, tn * cn, get_r);
                 __syncthreads();
-                put(va, sm, tn * Hc, get_a, [&](float v) { return P.in(v, r); });
+                put(va, sm, tn * Hc, get_a, same);  // (fc1 stored A as this product takes it)
                 put(vw, ws, Hc * cn, get_w, same);
                 put(vr, res, tn * cn, get_r, same);
                 __syncthreads();
@@ -498,26 +586,27 @@ __device__ __forceinline__ void mixer_rows(
             }
         }
     }
+    phase_mark(phase_end - 1, 1);
     if (phase_end - phase_begin > 1) grid_leave(sync);
 }
 
 // fp32: F = the flat parameters.
 extern "C" __global__ void infer_mixer_fp32_rows(
     const unsigned char* pixels, int B, int patch, float shift, float scale, const float* params, const int* layout,
-    int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0, float* x1,
+    int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, int TW, float* x0, float* x1,
     float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end, unsigned int* sync) {
     const Products<false> P{params, nullptr};
-    mixer_rows<false>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, x0, x1, a,
-                      stats, counts, logits, phase_begin, phase_end, sync);
+    mixer_rows<false>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, TW, x0, x1,
+                      a, stats, counts, logits, phase_begin, phase_end, sync);
 }
 
 // int8: F = the plan's floats (multipliers, biases, γ, β), words = its packed int8 weights.
 extern "C" __global__ void infer_mixer_int8_rows(
     const unsigned char* pixels, int B, int patch, float shift, float scale, const float* floats, const int* words,
-    const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, float* x0,
-    float* x1, float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end,
+    const int* layout, int T, int d, int Th, int Hc, int blocks, int C, float eps, int CT, int HS, int CS, int TW,
+    float* x0, float* x1, float* a, float* stats, unsigned int* counts, float* logits, int phase_begin, int phase_end,
     unsigned int* sync) {
     const Products<true> P{floats, reinterpret_cast<const signed char*>(words)};
-    mixer_rows<true>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, x0, x1, a,
-                     stats, counts, logits, phase_begin, phase_end, sync);
+    mixer_rows<true>(pixels, B, patch, shift, scale, P, layout, T, d, Th, Hc, blocks, C, eps, CT, HS, CS, TW, x0, x1,
+                     a, stats, counts, logits, phase_begin, phase_end, sync);
 }

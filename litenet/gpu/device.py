@@ -69,7 +69,9 @@ def _two_streams(cupy):
 class CupyDevice:
     """The current CUDA device, through CuPy."""
 
-    def __init__(self):
+    def __init__(self, defines: tuple[str, ...] = ()):
+        """`defines`: macros every kernel is compiled with (bench/mixer_phase_times.py's LITENET_PHASE_TIMES),
+        part of the compiled kernels' cache key."""
         import cupy
         from cupy_backends.cuda.libs import nvrtc
 
@@ -87,7 +89,8 @@ class CupyDevice:
         except (AttributeError, RuntimeError):  # a CuPy or NVRTC without the query
             supported = ()
         self.target = cubin_target(props["major"], props["minor"], version, supported)
-        self.cache = KernelCache(self.target, version, NVRTC_OPTIONS + CUPY_BUILD_OPTIONS) if self.target else None
+        self.options = NVRTC_OPTIONS + tuple(f"-D{name}" for name in defines)
+        self.cache = KernelCache(self.target, version, self.options + CUPY_BUILD_OPTIONS) if self.target else None
 
     def kernel(self, name: str):
         """The compiled kernel `name`: LiteNet's cubin of it (compiled now if the cache lacks it and it was
@@ -99,9 +102,15 @@ class CupyDevice:
             else:
                 file = sources.kernel_file(name)
                 if file not in self._modules:
-                    self._modules[file] = self.cp.RawModule(code=sources.read_source(file), options=NVRTC_OPTIONS)
+                    self._modules[file] = self.cp.RawModule(code=sources.read_source(file), options=self.options)
                 self._kernels[name] = self._modules[file].get_function(name)
         return self._kernels[name]
+
+    def module_global(self, kernel: str, name: str):
+        """The device address of the global variable `name` in the module that holds `kernel`."""
+        self.kernel(kernel)
+        module = self._modules[kernel] if self.cache is not None else self._modules[sources.kernel_file(kernel)]
+        return module.get_global(name)
 
     def prepare(self, kernels) -> Preparation:
         """Make `kernels` ready before the first launch: those the cache lacks compiled at once, one on each

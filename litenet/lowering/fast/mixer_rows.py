@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from litenet.gpu.infer_layout import padded_k
+from litenet.gpu.infer_layout import pad16, padded_k
 from litenet.gpu.launch import SMEM_LIMIT, THREADS
 from litenet.lowering.fast.common import packed_constant
 from litenet.lowering.program import Call, Program, Region
@@ -51,32 +51,49 @@ def is_mixer(ops) -> bool:
     return all(op.param("bias") for op in (ops[1], ops[-1]))
 
 
+PART = TG * THREADS  # rows_dots' partial sums (the channel fc2 unit's), in 4-byte slots
+
+
+def token_words(m, int8: bool) -> int:
+    """Both token products' weights as the kernel stages them in shared memory, in 4-byte words: fp32 as the
+    parameters hold them, int8 as the plan packs them (rows of padded_k bytes)."""
+    return m.token_hidden * pad16(m.tokens) // 4 + m.tokens * pad16(m.token_hidden) // 4 if int8 else \
+        2 * m.tokens * m.token_hidden
+
+
+def token_staged(m, ct: int, int8: bool) -> int:
+    """TW: the words of token_words where they fit beside a token unit's CT channels, else 0 (read from L2)."""
+    words = token_words(m, int8)
+    return words if (2 * m.tokens + m.token_hidden) * ct + words <= SMEM_LIMIT // 4 else 0
+
+
 def unit_widths(model, batch: int, grid: int) -> tuple[int, int, int]:
     """(CT, HS, CS): channels a token unit, hidden channels a channel-fc1 unit, channels a channel-fc2
-    unit — each as small as keeps the phase's units within one per block of the grid (CT also within
-    shared memory: a small grid takes more units a block instead)."""
+    unit — each as small as keeps the phase's units within one per block of the grid, and within shared
+    memory (a small grid takes more units a block instead)."""
     m, slots = model, SMEM_LIMIT // 4
-    tiles, part = -(-m.tokens // TG), TG * THREADS  # part: rows_dots' partial sums
+    tiles = -(-m.tokens // TG)
     ct = max(1, min(-(-batch * m.width // grid), slots // (2 * m.tokens + m.token_hidden)))
-    hs = max(1, min(-(-batch * tiles * m.channel_hidden // grid), (slots - TG * m.width - part) // m.width))
+    hs = max(1, min(-(-batch * tiles * m.channel_hidden // grid), (slots - TG * m.width) // m.width))
     cs = max(1, min(-(-batch * tiles * m.width // grid),
-                    (slots - TG * m.channel_hidden - part) // (m.channel_hidden + TG)))
+                    (slots - TG * m.channel_hidden - PART) // (m.channel_hidden + TG)))
     return ct, hs, cs
 
 
-def smem_floats(model, widths: tuple[int, int, int]) -> int:
+def smem_floats(model, widths: tuple[int, int, int], int8: bool = False) -> int:
     """Dynamic shared memory of the kernel, in 4-byte slots: the largest phase's (a patch's values and its
-    row; the token unit's columns, normalised and through the first product; a channel unit's rows, its slice
-    of the weights (fc2's with the stream values its residual adds to) and its products' partial sums; the
-    head's tile of the stream, its sums and the patches' statistics)."""
+    row; the token unit's columns, normalised and through the first product, and both products' weights where
+    they fit; a channel unit's rows, its slice of the weights (fc2's with the stream values its residual adds to)
+    and its products' partial sums; the head's tile of the stream, its sums and the patches' statistics)."""
     (ct, hs, cs), m, warps = widths, model, THREADS // 32
-    part = TG * THREADS
-    return max(m.patch * m.patch * 3 + m.width, (2 * m.tokens + m.token_hidden) * ct, (TG + hs) * m.width + part,
-               (TG + cs) * m.channel_hidden + TG * cs + part, m.tokens * m.width + (warps + 1) * m.width + 2 * m.tokens)
+    token = (2 * m.tokens + m.token_hidden) * ct + token_staged(m, ct, int8)
+    return max(m.patch * m.patch * 3 + m.width, token, (TG + hs) * m.width,
+               (TG + cs) * m.channel_hidden + TG * cs + PART, m.tokens * m.width + (warps + 1) * m.width + 2 * m.tokens)
 
 
 def fits(model, batch: int, grid: int) -> bool:
-    """Whether the kernel's shared memory holds this model at this batch (else the launch-per-op forward)."""
+    """Whether the kernel's shared memory holds this model at this batch (else the launch-per-op forward).
+    (The token weights are staged only where they fit: they never decide it.)"""
     return 4 * smem_floats(model, unit_widths(model, batch, grid)) <= SMEM_LIMIT
 
 
@@ -112,6 +129,7 @@ def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: st
     ops = w.ops
     if not is_mixer(ops):
         raise ValueError("infer_mixer.cu computes the Mixer's op list only")
+    int8 = packed is not None
     if not fits(model, batch, grid):
         raise ValueError(f"the one-launch Mixer forward does not fit shared memory at batch {batch}")
     T, d, blocks = model.tokens, model.width, model.blocks
@@ -132,7 +150,8 @@ def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: st
     state = lambda name, shape, what, dtype=np.float32: prog.add(prefix + name, shape, dtype, life="state", purpose=what)  # noqa: E731
     x0 = state("mixer.x0", (batch, T, d), "the residual stream, image-major (even blocks read it)")
     x1 = state("mixer.x1", (batch, T, d), "the residual stream, image-major (odd blocks read it)")
-    a = state("mixer.a", (batch, T, model.channel_hidden), "the channel MLP's hidden activations")
+    a = state("mixer.a", (batch, T, model.channel_hidden), "the channel MLP's hidden activations (int8: quantized "
+              "for the second product, an int's bits in each float)")
     stats = state("mixer.stats", (batch, T, 2), "each patch's LayerNorm statistics (μ, √(σ² + eps)), taken once for "
                   "the next token LayerNorm or the head")
     counts = state("mixer.counts", (batch, -(-T // TG)), "the channel fc2 units finished on each tile of TG patches, "
@@ -150,8 +169,9 @@ def mixer_rows_inference(prog: Program, model, batch: int, prefix: str, mode: st
                 shift=f32(patches["input_shift"]), scale=f32(patches["input_scale"]), **weights,
                 layout=layout, T=i32(T), d=i32(d), Th=i32(model.token_hidden), Hc=i32(model.channel_hidden),
                 blocks=i32(blocks), C=i32(model.classes), eps=f32(model.ln_eps), CT=i32(ct), HS=i32(hs), CS=i32(cs),
+                TW=i32(token_staged(model, ct, int8)),
                 x0=x0, x1=x1, a=a, stats=stats, counts=counts, logits=prog.ref(prefix + ops[-1].name), sync=sync)
-    smem = 4 * smem_floats(model, (ct, hs, cs))
+    smem = 4 * smem_floats(model, (ct, hs, cs), int8)
     count = 3 * blocks + 2
     spans = [(0, count)] if mode == "fused" else [(p, p + 1) for p in range(count)]
     kernel = f"infer_mixer_{precision}_rows"
