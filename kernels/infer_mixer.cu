@@ -380,11 +380,16 @@ __device__ __forceinline__ void staged_wait() {
 // (mixer_rows.py: they fit beside CT channels). Every block with a token unit stages them: between its arrival at
 // the grid barrier before the phase and its wait there, so they arrive while it waits, or, where the token phase
 // is the launch's first, as it begins.
+// Where the token weights lie in shared memory: past the token unit's columns, normalised columns and hidden values.
+__device__ __forceinline__ float* token_weights_at(float* sm, int T, int Th, int CT) {
+    return sm + (2 * T + Th) * CT;
+}
+
 template <bool INT8>
 __device__ __forceinline__ void stage_token_weights(const Products<INT8>& P, const int* L, float* sm, int T, int Th,
                                                     int CT) {
     const Rec r1 = rec(L + ML_TFC1), r2 = rec(L + ML_TFC2);
-    float* w1 = sm + (2 * T + Th) * CT;
+    float* w1 = token_weights_at(sm, T, Th, CT);
     stage_words(w1, P.words_of(r1), P.words(r1, T, Th));
     stage_words(w1 + P.words(r1, T, Th), P.words_of(r2), P.words(r2, Th, T));
 }
@@ -478,7 +483,7 @@ __device__ __forceinline__ void mixer_rows(
             float* cols = sm;             // (T, CT) its channels of the stream
             float* nrm = cols + T * CT;   // (T, CT) the same normalised, staged for the first product
             float* hid = nrm + T * CT;    // (Th, CT) its GELU, staged for the second
-            const float* w1 = hid + Th * CT;  // (where TW > 0) both products' weights, as stage_token_weights left them
+            const float* w1 = token_weights_at(sm, T, Th, CT);  // (TW > 0) as stage_token_weights left them
             const float* w2 = w1 + P.words(r1, T, Th);
             const float *g = F + L[ML_TLN], *be = F + L[ML_TLN + 1];
             const int groups = (d + CT - 1) / CT;
